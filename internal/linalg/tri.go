@@ -1,0 +1,91 @@
+package linalg
+
+import "math"
+
+// Tri is an n x n lower-triangular matrix packed by rows: element (i, k),
+// k <= i, is Data[i(i+1)/2 + k]. Appending a row is an append, which is how
+// Cholesky factors of growing dictionaries grow (spec seed-000 §0.4 [SUGGEST]).
+type Tri struct {
+	N    int
+	Data []float64
+}
+
+// Row returns row i (length i+1).
+func (t *Tri) Row(i int) []float64 { o := i * (i + 1) / 2; return t.Data[o : o+i+1 : o+i+1] }
+
+// At returns element (i, k) for k <= i.
+func (t *Tri) At(i, k int) float64 { return t.Data[i*(i+1)/2+k] }
+
+// Append adds the row [l', d] (len(l) == N), growing N by one. It allocates
+// only when Data's capacity is exhausted; Reserve avoids that.
+func (t *Tri) Append(l []float64, d float64) {
+	t.Data = append(t.Data, l[:t.N]...)
+	t.Data = append(t.Data, d)
+	t.N++
+}
+
+// Reserve makes room for n rows without reallocation.
+func (t *Tri) Reserve(n int) {
+	need := n * (n + 1) / 2
+	if cap(t.Data) < need {
+		d := make([]float64, len(t.Data), need)
+		copy(d, t.Data)
+		t.Data = d
+	}
+}
+
+// Reset empties the matrix, keeping its storage.
+func (t *Tri) Reset() { t.N, t.Data = 0, t.Data[:0] }
+
+// SolveLower solves L x = b by forward substitution into x (x may alias b). O(n^2).
+func (t *Tri) SolveLower(x, b []float64) {
+	x = x[:t.N]
+	copy(x, b[:t.N])
+	for i := 0; i < t.N; i++ {
+		r := t.Row(i)
+		s := x[i] - Dot(r[:i], x[:i])
+		x[i] = s / r[i]
+	}
+}
+
+// SolveUpper solves L' x = b by back substitution into x (x may alias b). O(n^2).
+func (t *Tri) SolveUpper(x, b []float64) {
+	x = x[:t.N]
+	copy(x, b[:t.N])
+	for i := t.N - 1; i >= 0; i-- {
+		r := t.Row(i)
+		x[i] /= r[i]
+		Axpy(-x[i], r[:i], x[:i])
+	}
+}
+
+// MulVec sets dst = L x. O(n^2).
+func (t *Tri) MulVec(dst, x []float64) {
+	for i := 0; i < t.N; i++ {
+		dst[i] = Dot(t.Row(i), x[:i+1])
+	}
+}
+
+// Rank1Update turns L into the Cholesky factor of L L' + x x' in O(n^2)
+// (the classic Givens-free update). x is overwritten. It reports false, with L
+// partly updated, only if a pivot became non-finite; callers that must not
+// corrupt state work on a copy or check the inputs first.
+func (t *Tri) Rank1Update(x []float64) bool {
+	n := t.N
+	for k := 0; k < n; k++ {
+		lkk := t.Data[k*(k+1)/2+k]
+		r := math.Hypot(lkk, x[k])
+		c := r / lkk
+		s := x[k] / lkk
+		if r == 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return false
+		}
+		t.Data[k*(k+1)/2+k] = r
+		for i := k + 1; i < n; i++ {
+			p := i*(i+1)/2 + k
+			t.Data[p] = (t.Data[p] + s*x[i]) / c
+			x[i] = c*x[i] - s*t.Data[p]
+		}
+	}
+	return true
+}

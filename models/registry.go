@@ -1,0 +1,132 @@
+package models
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Setup is what a factory gets: the validated spec with its kernel, loss,
+// params reader and the key's seed.
+type Setup struct {
+	Spec   Spec
+	Dim    int
+	Kernel Kernel
+	Loss   Loss
+	Params *Params
+	// Seed is KeySeed(spec.Seed, key): seed the learner's Rand with it.
+	Seed uint64
+}
+
+// Algorithm describes one registered learner.
+type Algorithm struct {
+	Name string
+	// Losses lists the supported losses; the first is the default.
+	Losses []string
+	// Summary is one line for help output.
+	Summary string
+	// New builds a fresh learner. It reads its params from s.Params; the
+	// registry rejects any param it did not read.
+	New func(s *Setup) (Learner, error)
+}
+
+var (
+	regMu    sync.RWMutex
+	registry = map[string]Algorithm{}
+)
+
+// Register adds an algorithm; each algorithm's file calls it from init.
+// Registering a name twice is a programmer error and panics.
+func Register(a Algorithm) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[a.Name]; dup {
+		panic("models: algorithm registered twice: " + a.Name)
+	}
+	if len(a.Losses) == 0 || a.New == nil {
+		panic("models: incomplete registration of " + a.Name)
+	}
+	registry[a.Name] = a
+}
+
+// Algorithms lists the registered algorithm names, sorted.
+func Algorithms() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Lookup returns the registration of name.
+func Lookup(name string) (Algorithm, bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	a, ok := registry[name]
+	return a, ok
+}
+
+// maxDim bounds the input dimension a spec may ask for.
+const maxDim = 1 << 20
+
+// New builds the learner of key from spec. Every spec error names the field.
+func New(spec Spec, key string) (Learner, error) {
+	a, ok := Lookup(spec.Algorithm)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown algorithm %q (known: %s)", ErrSpec, spec.Algorithm, strings.Join(Algorithms(), " "))
+	}
+	if spec.Dim <= 0 || spec.Dim > maxDim {
+		return nil, fmt.Errorf("%w: dim = %d must be in [1, %d]", ErrSpec, spec.Dim, maxDim)
+	}
+	lossName := spec.Loss
+	if lossName == "" {
+		lossName = a.Losses[0]
+	}
+	supported := false
+	for _, l := range a.Losses {
+		supported = supported || l == lossName
+	}
+	if !supported {
+		return nil, fmt.Errorf("%w: %s does not support loss %q (supported: %s)", ErrSpec, a.Name, lossName, strings.Join(a.Losses, ", "))
+	}
+	loss, err := LossByName(lossName)
+	if err != nil {
+		return nil, err
+	}
+	kern, err := spec.Kernel.Build()
+	if err != nil {
+		return nil, err
+	}
+	s := &Setup{Spec: spec, Dim: spec.Dim, Kernel: kern, Loss: loss, Params: NewParams(a.Name, spec.Params), Seed: KeySeed(spec.Seed, key)}
+	l, err := a.New(s)
+	if perr := s.Params.Err(); perr != nil {
+		return nil, perr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.Name, err)
+	}
+	return l, nil
+}
+
+// Validate checks spec by building a learner for an empty key.
+func (spec Spec) Validate() error {
+	_, err := New(spec, "")
+	return err
+}
+
+// ResolvedLoss is the loss the spec's learner uses (its own or the algorithm's default).
+func (spec Spec) ResolvedLoss() (Loss, error) {
+	name := spec.Loss
+	if name == "" {
+		a, ok := Lookup(spec.Algorithm)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown algorithm %q", ErrSpec, spec.Algorithm)
+		}
+		name = a.Losses[0]
+	}
+	return LossByName(name)
+}

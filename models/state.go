@@ -1,0 +1,226 @@
+package models
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// State blobs are framed as
+//
+//	"KS" | codec version (1 byte) | uvarint len + algorithm name | uvarint learner version | payload | CRC-32C (4 bytes, LE)
+//
+// so that a truncated, corrupted or foreign blob is an error rather than a
+// learner silently restored from garbage. Numbers are little-endian IEEE-754
+// bits, so the round trip is exact.
+const (
+	stateMagic0  = 'K'
+	stateMagic1  = 'S'
+	codecVersion = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// StateWriter appends a learner's state to a byte slice.
+type StateWriter struct{ b []byte }
+
+// NewStateWriter starts a blob for algorithm at learner-state version, appending to buf.
+func NewStateWriter(buf []byte, algorithm string, version uint64) *StateWriter {
+	b := append(buf, stateMagic0, stateMagic1, codecVersion)
+	b = binary.AppendUvarint(b, uint64(len(algorithm)))
+	b = append(b, algorithm...)
+	b = binary.AppendUvarint(b, version)
+	return &StateWriter{b: b}
+}
+
+func (w *StateWriter) Uint(v uint64)   { w.b = binary.LittleEndian.AppendUint64(w.b, v) }
+func (w *StateWriter) Int(v int)       { w.Uint(uint64(int64(v))) }
+func (w *StateWriter) Float(v float64) { w.Uint(math.Float64bits(v)) }
+func (w *StateWriter) Rand(r *Rand) {
+	s := r.State()
+	w.Uint(s[0])
+	w.Uint(s[1])
+	w.Uint(s[2])
+	w.Uint(s[3])
+}
+func (w *StateWriter) Bool(v bool) {
+	if v {
+		w.b = append(w.b, 1)
+	} else {
+		w.b = append(w.b, 0)
+	}
+}
+
+// Floats writes a length-prefixed vector.
+func (w *StateWriter) Floats(v []float64) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(v)))
+	for _, f := range v {
+		w.Float(f)
+	}
+}
+
+// Ints writes a length-prefixed vector of integers.
+func (w *StateWriter) Ints(v []int) {
+	w.b = binary.AppendUvarint(w.b, uint64(len(v)))
+	for _, x := range v {
+		w.Int(x)
+	}
+}
+
+// Finish appends the checksum and returns the blob.
+func (w *StateWriter) Finish() []byte {
+	return binary.LittleEndian.AppendUint32(w.b, crc32.Checksum(w.b, castagnoli))
+}
+
+// StateReader decodes a blob written by StateWriter. Errors are sticky: after
+// the first one every read returns zero and Err reports it, so decoders read
+// straight through and check once.
+type StateReader struct {
+	b   []byte
+	err error
+	alg string
+}
+
+// NewStateReader checks the frame and returns a reader positioned at the
+// payload and the learner-state version found. It fails on a foreign
+// algorithm, a version above maxVersion, or a bad checksum.
+func NewStateReader(blob []byte, algorithm string, maxVersion uint64) (*StateReader, uint64, error) {
+	if len(blob) < 3+1+1+4 || blob[0] != stateMagic0 || blob[1] != stateMagic1 {
+		return nil, 0, fmt.Errorf("%w: %s: not a kernelstream state blob (%d bytes)", ErrState, algorithm, len(blob))
+	}
+	if blob[2] != codecVersion {
+		return nil, 0, fmt.Errorf("%w: %s: codec version %d, this build reads %d", ErrState, algorithm, blob[2], codecVersion)
+	}
+	body, sum := blob[:len(blob)-4], binary.LittleEndian.Uint32(blob[len(blob)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, 0, fmt.Errorf("%w: %s: checksum mismatch (truncated or corrupted)", ErrState, algorithm)
+	}
+	r := &StateReader{b: body[3:], alg: algorithm}
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.fail("algorithm name length")
+	}
+	if r.err != nil {
+		return nil, 0, r.err
+	}
+	name := string(r.b[:n])
+	r.b = r.b[n:]
+	if name != algorithm {
+		return nil, 0, fmt.Errorf("%w: blob holds %q state, want %q", ErrState, name, algorithm)
+	}
+	v := r.uvarint()
+	if r.err != nil {
+		return nil, 0, r.err
+	}
+	if v > maxVersion {
+		return nil, 0, fmt.Errorf("%w: %s: state version %d is newer than this build's %d", ErrState, algorithm, v, maxVersion)
+	}
+	return r, v, nil
+}
+
+func (r *StateReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s: %s", ErrState, r.alg, what)
+	}
+}
+
+func (r *StateReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("truncated length")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *StateReader) Uint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.fail("truncated")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *StateReader) Int() int       { return int(int64(r.Uint())) }
+func (r *StateReader) Float() float64 { return math.Float64frombits(r.Uint()) }
+func (r *StateReader) Rand(dst *Rand) {
+	dst.SetState([4]uint64{r.Uint(), r.Uint(), r.Uint(), r.Uint()})
+}
+
+func (r *StateReader) Bool() bool {
+	if r.err != nil {
+		return false
+	}
+	if len(r.b) < 1 || r.b[0] > 1 {
+		r.fail("bad bool")
+		return false
+	}
+	v := r.b[0] == 1
+	r.b = r.b[1:]
+	return v
+}
+
+// Floats reads a length-prefixed vector into dst's storage (grown if needed).
+func (r *StateReader) Floats(dst []float64) []float64 {
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)/8) {
+		r.fail("vector length exceeds blob")
+	}
+	if r.err != nil {
+		return dst[:0]
+	}
+	if uint64(cap(dst)) < n {
+		dst = make([]float64, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*i:]))
+	}
+	r.b = r.b[8*n:]
+	return dst
+}
+
+// Ints reads a length-prefixed vector of integers.
+func (r *StateReader) Ints(dst []int) []int {
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)/8) {
+		r.fail("vector length exceeds blob")
+	}
+	if r.err != nil {
+		return dst[:0]
+	}
+	if uint64(cap(dst)) < n {
+		dst = make([]int, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		dst[i] = int(int64(binary.LittleEndian.Uint64(r.b[8*i:])))
+	}
+	r.b = r.b[8*n:]
+	return dst
+}
+
+// Check records a validation failure (a shape that does not match the spec).
+func (r *StateReader) Check(ok bool, what string) {
+	if !ok {
+		r.fail(what)
+	}
+}
+
+// Err returns the first error, or an error if bytes remain unread.
+func (r *StateReader) Err() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
+	}
+	return r.err
+}
