@@ -21,3 +21,8 @@ lint:
 
 run:
 	$(GO) run ./cmd/consumer -demo
+
+# End-to-end pipeline benchmark on an embedded broker: kernelstream with a
+# cheap learner next to a bare kafka-go relay (figures in docs/operations.md).
+bench-e2e:
+	$(GO) run ./cmd/benche2e

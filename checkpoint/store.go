@@ -1,0 +1,513 @@
+// Package checkpoint is kernelstream's local state store: per input
+// partition, the learners of its keys, its pending-label map and the offsets
+// they correspond to, in Badger (github.com/dgraph-io/badger/v4).
+//
+// # Layout
+//
+// All keys start with a one-byte namespace and the partition number
+// (4 bytes, big endian), so that one partition's data is one key range:
+//
+//	'm' part            -> partition meta (opaque to this package: offsets, watermark, ...)
+//	'l' part key        -> learner blob of a routing key
+//	'p' part key        -> one pending-label entry (key is the processor's composite key)
+//	'r' part            -> redo marker of a staged checkpoint (see below)
+//	's' part seq(4)     -> one staged operation of a checkpoint being committed
+//
+// # Atomic checkpoints, whatever their size
+//
+// Commit writes one checkpoint (its learners, its pending-map changes and its
+// meta, which holds the next offset) so that after any crash a reader sees
+// either all of it or none of it:
+//
+//  1. Fast path: if the whole checkpoint fits in one Badger transaction (and
+//     under Options.MaxTxnBytes), it is one transaction; Badger makes it atomic.
+//  2. Otherwise (ErrTxnTooBig, or the size estimate is above the cap) it goes
+//     through a redo log:
+//     a. stage: every operation (set key=value / delete key) is written as a
+//     record under 's' part seq, in as many transactions as needed. Staged
+//     records are invisible to readers, who only read 'm', 'l' and 'p'.
+//     b. commit point: one small transaction writes the redo marker
+//     'r' part = number of staged records. Before this point a crash leaves
+//     the previous checkpoint intact (the orphan staging is deleted on
+//     Open); after it, the new checkpoint is decided.
+//     c. apply: the operations are applied to the live keys, again in as
+//     many transactions as needed. Applying is idempotent (each operation
+//     sets or deletes a whole key), so it can be repeated after a crash.
+//     d. clean: the staged records are deleted, then the marker.
+//     Open finishes every marked checkpoint (c and d) before anybody reads,
+//     and deletes staging without a marker. Hence all-or-nothing.
+//
+// The processor never reads a key of a checkpoint while it is being applied:
+// the learners in it are either in memory or held by the processor until
+// Commit returns.
+//
+// Durability: Options.SyncWrites (default on in the processor) fsyncs every
+// transaction; without it a process crash (SIGKILL) still loses nothing that
+// Commit returned, a machine crash may.
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/rs/zerolog"
+)
+
+// Namespaces of the key layout.
+const (
+	nsMeta    = 'm'
+	nsLearner = 'l'
+	nsPending = 'p'
+	nsRedo    = 'r'
+	nsStage   = 's'
+)
+
+// Options configures Open.
+type Options struct {
+	// Dir is the Badger directory (created if missing).
+	Dir string
+	// SyncWrites fsyncs each transaction.
+	SyncWrites bool
+	// MaxTxnBytes caps the bytes written by one transaction (0 = only
+	// Badger's own limit, about 15% of the 16 MiB memtable). Tests set it
+	// tiny to force the staged path.
+	MaxTxnBytes int
+	// Logger receives Badger's warnings and errors and the recovery log.
+	Logger zerolog.Logger
+	// InMemory runs Badger without disk (tests of this package only).
+	InMemory bool
+
+	// failpoint, when set, is called after each stage of a staged commit
+	// ("staged", "marked", "applied-part", "applied", "cleaned") and aborts
+	// the commit when it returns an error: a simulated crash.
+	failpoint func(stage string) error
+}
+
+// Store is an open state store. Its methods are safe for concurrent use by
+// different partitions; one partition must be written by one goroutine.
+type Store struct {
+	db   *badger.DB
+	opts Options
+	log  zerolog.Logger
+
+	staged atomic.Int64 // commits that took the staged path
+}
+
+// StagedCommits counts the commits that were too big for one transaction.
+func (s *Store) StagedCommits() int64 { return s.staged.Load() }
+
+// Op is one change of a checkpoint: Value nil deletes Key.
+type Op struct {
+	Key   []byte
+	Value []byte
+}
+
+// Checkpoint is what Commit writes for one partition.
+type Checkpoint struct {
+	// Meta replaces the partition meta (the processor's offsets and watermark).
+	Meta []byte
+	// Learners: Key is the routing key, Value the blob (nil = delete).
+	Learners []Op
+	// Pending: Key is the pending entry's key, Value its encoding (nil = delete).
+	Pending []Op
+}
+
+// Open opens (or creates) the store and finishes or discards any checkpoint
+// a crash interrupted.
+func Open(opts Options) (*Store, error) {
+	bo := badger.DefaultOptions(opts.Dir).
+		WithSyncWrites(opts.SyncWrites).
+		WithLogger(badgerLogger{opts.Logger}).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithValueThreshold(4 << 10).
+		WithNumVersionsToKeep(1)
+	if opts.InMemory {
+		bo = bo.WithInMemory(true).WithDir("").WithValueDir("")
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: open badger in %q: %w", opts.Dir, err)
+	}
+	s := &Store{db: db, opts: opts, log: opts.Logger}
+	if err := s.recover(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes Badger.
+func (s *Store) Close() error { return s.db.Close() }
+
+func partKey(ns byte, part int, suffix []byte) []byte {
+	k := make([]byte, 5, 5+len(suffix))
+	k[0] = ns
+	binary.BigEndian.PutUint32(k[1:], uint32(part))
+	return append(k, suffix...)
+}
+
+func stageKey(part int, seq uint32) []byte {
+	k := partKey(nsStage, part, nil)
+	return binary.BigEndian.AppendUint32(k, seq)
+}
+
+// Meta returns the partition meta, or ok=false when the partition has never
+// been checkpointed.
+func (s *Store) Meta(part int) (meta []byte, ok bool, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		it, e := txn.Get(partKey(nsMeta, part, nil))
+		if errors.Is(e, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if e != nil {
+			return e
+		}
+		ok = true
+		meta, e = it.ValueCopy(nil)
+		return e
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("checkpoint: read meta of partition %d: %w", part, err)
+	}
+	return meta, ok, nil
+}
+
+// Learner returns the stored blob of key in partition part, or ok=false.
+func (s *Store) Learner(part int, key []byte) (blob []byte, ok bool, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		it, e := txn.Get(partKey(nsLearner, part, key))
+		if errors.Is(e, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if e != nil {
+			return e
+		}
+		ok = true
+		blob, e = it.ValueCopy(nil)
+		return e
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("checkpoint: read learner of partition %d: %w", part, err)
+	}
+	return blob, ok, nil
+}
+
+// EachLearner calls fn for every stored learner of partition part, in key order.
+func (s *Store) EachLearner(part int, fn func(key, blob []byte) error) error {
+	return s.each(nsLearner, part, fn)
+}
+
+// EachPending calls fn for every stored pending entry of partition part, in key order.
+func (s *Store) EachPending(part int, fn func(key, value []byte) error) error {
+	return s.each(nsPending, part, fn)
+}
+
+// CountLearners counts the stored learners of partition part (keys only).
+func (s *Store) CountLearners(part int) (int, error) {
+	n := 0
+	prefix := partKey(nsLearner, part, nil)
+	err := s.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.PrefetchValues = false
+		o.Prefix = prefix
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+func (s *Store) each(ns byte, part int, fn func(key, value []byte) error) error {
+	prefix := partKey(ns, part, nil)
+	return s.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = prefix
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := fn(item.KeyCopy(nil)[len(prefix):], v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ops flattens a checkpoint into live-key operations, meta last.
+func (cp *Checkpoint) ops(part int) []Op {
+	out := make([]Op, 0, len(cp.Learners)+len(cp.Pending)+1)
+	for _, o := range cp.Learners {
+		out = append(out, Op{Key: partKey(nsLearner, part, o.Key), Value: o.Value})
+	}
+	for _, o := range cp.Pending {
+		out = append(out, Op{Key: partKey(nsPending, part, o.Key), Value: o.Value})
+	}
+	return append(out, Op{Key: partKey(nsMeta, part, nil), Value: cp.Meta})
+}
+
+func opSize(o Op) int { return len(o.Key) + len(o.Value) + 16 }
+
+// errCapped is the fast path giving way to the staged path under MaxTxnBytes.
+var errCapped = errors.New("checkpoint: above MaxTxnBytes")
+
+// Commit writes cp for partition part atomically (see the package comment).
+func (s *Store) Commit(part int, cp *Checkpoint) error {
+	ops := cp.ops(part)
+	err := s.db.Update(func(txn *badger.Txn) error {
+		size := 0
+		for _, o := range ops {
+			size += opSize(o)
+			if s.opts.MaxTxnBytes > 0 && size > s.opts.MaxTxnBytes {
+				return errCapped
+			}
+			if err := apply(txn, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errCapped), errors.Is(err, badger.ErrTxnTooBig):
+		return s.commitStaged(part, ops)
+	}
+	return fmt.Errorf("checkpoint: commit partition %d: %w", part, err)
+}
+
+func apply(txn *badger.Txn, o Op) error {
+	if o.Value == nil {
+		return txn.Delete(o.Key)
+	}
+	return txn.Set(o.Key, o.Value)
+}
+
+func (s *Store) fail(stage string) error {
+	if s.opts.failpoint != nil {
+		return s.opts.failpoint(stage)
+	}
+	return nil
+}
+
+// encodeStaged frames an op as uvarint len(key) | key | flag | value.
+func encodeStaged(o Op) []byte {
+	b := binary.AppendUvarint(make([]byte, 0, len(o.Key)+len(o.Value)+8), uint64(len(o.Key)))
+	b = append(b, o.Key...)
+	if o.Value == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	return append(b, o.Value...)
+}
+
+func decodeStaged(b []byte) (Op, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n+1 {
+		return Op{}, errors.New("checkpoint: corrupt staged record")
+	}
+	key := b[k : k+int(n)]
+	rest := b[k+int(n):]
+	if rest[0] == 0 {
+		return Op{Key: key}, nil
+	}
+	return Op{Key: key, Value: rest[1:]}, nil
+}
+
+// batches runs fn over ops in as few transactions as Badger and MaxTxnBytes
+// allow, starting a new transaction whenever one is full.
+func (s *Store) batches(n int, op func(i int) Op, after func(i int) error) error {
+	i := 0
+	for i < n {
+		start := i
+		err := s.db.Update(func(txn *badger.Txn) error {
+			size := 0
+			for ; i < n; i++ {
+				o := op(i)
+				size += opSize(o)
+				if s.opts.MaxTxnBytes > 0 && size > s.opts.MaxTxnBytes && i > start {
+					return nil
+				}
+				if err := apply(txn, o); err != nil {
+					if errors.Is(err, badger.ErrTxnTooBig) && i > start {
+						return nil // commit what fits; the rest goes in the next txn
+					}
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if after != nil {
+			if err := after(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) commitStaged(part int, ops []Op) error {
+	s.staged.Add(1)
+	// a. stage
+	staged := make([]Op, len(ops))
+	for i, o := range ops {
+		staged[i] = Op{Key: stageKey(part, uint32(i)), Value: encodeStaged(o)}
+	}
+	if err := s.batches(len(staged), func(i int) Op { return staged[i] }, nil); err != nil {
+		return fmt.Errorf("checkpoint: stage partition %d: %w", part, err)
+	}
+	if err := s.fail("staged"); err != nil {
+		return err
+	}
+	// b. commit point
+	marker := binary.BigEndian.AppendUint32(nil, uint32(len(ops)))
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(partKey(nsRedo, part, nil), marker) }); err != nil {
+		return fmt.Errorf("checkpoint: mark partition %d: %w", part, err)
+	}
+	if err := s.fail("marked"); err != nil {
+		return err
+	}
+	// c, d.
+	return s.applyStaged(part, ops)
+}
+
+// applyStaged applies ops to the live keys, then deletes the staging and the marker.
+func (s *Store) applyStaged(part int, ops []Op) error {
+	first := true
+	err := s.batches(len(ops), func(i int) Op { return ops[i] }, func(int) error {
+		if first {
+			first = false
+			return s.fail("applied-part")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint: apply partition %d: %w", part, err)
+	}
+	if err := s.fail("applied"); err != nil {
+		return err
+	}
+	if err := s.dropStaging(part); err != nil {
+		return err
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(partKey(nsRedo, part, nil)) }); err != nil {
+		return fmt.Errorf("checkpoint: unmark partition %d: %w", part, err)
+	}
+	return s.fail("cleaned")
+}
+
+// dropStaging deletes every staged record of part.
+func (s *Store) dropStaging(part int) error {
+	var keys [][]byte
+	prefix := partKey(nsStage, part, nil)
+	err := s.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.PrefetchValues = false
+		o.Prefix = prefix
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.batches(len(keys), func(i int) Op { return Op{Key: keys[i]} }, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: drop staging of partition %d: %w", part, err)
+	}
+	return nil
+}
+
+// recover finishes marked checkpoints and drops unmarked staging.
+func (s *Store) recover() error {
+	parts := map[int]int{} // partition -> staged op count, -1 when unmarked
+	for _, ns := range []byte{nsRedo, nsStage} {
+		err := s.db.View(func(txn *badger.Txn) error {
+			o := badger.DefaultIteratorOptions
+			o.Prefix = []byte{ns}
+			it := txn.NewIterator(o)
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				k := it.Item().Key()
+				if len(k) < 5 {
+					continue
+				}
+				p := int(binary.BigEndian.Uint32(k[1:5]))
+				if ns == nsRedo {
+					v, err := it.Item().ValueCopy(nil)
+					if err != nil || len(v) != 4 {
+						return fmt.Errorf("checkpoint: corrupt redo marker of partition %d", p)
+					}
+					parts[p] = int(binary.BigEndian.Uint32(v))
+				} else if _, ok := parts[p]; !ok {
+					parts[p] = -1
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for p, n := range parts {
+		if n < 0 {
+			s.log.Warn().Int("partition", p).Msg("checkpoint: dropping staging of a checkpoint interrupted before its commit point")
+			if err := s.dropStaging(p); err != nil {
+				return err
+			}
+			continue
+		}
+		ops := make([]Op, 0, n)
+		err := s.db.View(func(txn *badger.Txn) error {
+			for i := 0; i < n; i++ {
+				it, err := txn.Get(stageKey(p, uint32(i)))
+				if err != nil {
+					return fmt.Errorf("staged record %d/%d: %w", i, n, err)
+				}
+				v, err := it.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				o, err := decodeStaged(v)
+				if err != nil {
+					return err
+				}
+				ops = append(ops, o)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("checkpoint: recover partition %d: %w", p, err)
+		}
+		s.log.Warn().Int("partition", p).Int("ops", n).Msg("checkpoint: finishing a checkpoint interrupted after its commit point")
+		if err := s.applyStaged(p, ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// badgerLogger adapts zerolog to Badger's logger (info and debug dropped).
+type badgerLogger struct{ l zerolog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error().Msgf("badger: "+f, a...) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn().Msgf("badger: "+f, a...) }
+func (b badgerLogger) Infof(string, ...any)        {}
+func (b badgerLogger) Debugf(string, ...any)       {}

@@ -1,0 +1,157 @@
+package checkpoint
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+var errCrash = errors.New("simulated crash")
+
+// bigCheckpoint is a checkpoint of n learners of size bytes plus pending
+// changes; version v changes every value.
+func bigCheckpoint(n, size int, v byte) *Checkpoint {
+	cp := &Checkpoint{Meta: []byte{'v', v}}
+	for i := 0; i < n; i++ {
+		cp.Learners = append(cp.Learners, Op{Key: []byte(fmt.Sprintf("key-%04d", i)), Value: bytes.Repeat([]byte{v}, size)})
+		if v%2 == 0 {
+			cp.Pending = append(cp.Pending, Op{Key: []byte(fmt.Sprintf("pend-%04d", i)), Value: []byte{v}})
+		} else {
+			cp.Pending = append(cp.Pending, Op{Key: []byte(fmt.Sprintf("pend-%04d", i))}) // delete
+		}
+	}
+	return cp
+}
+
+// snapshot reads everything a reader of partition part can see.
+func snapshot(t *testing.T, s *Store, part int) string {
+	t.Helper()
+	var b bytes.Buffer
+	meta, ok, err := s.Meta(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "meta %v %q\n", ok, meta)
+	if err := s.EachLearner(part, func(k, v []byte) error { fmt.Fprintf(&b, "l %s %x\n", k, v[:1]); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EachPending(part, func(k, v []byte) error { fmt.Fprintf(&b, "p %s %x\n", k, v); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestCommitFastPath(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok, _ := s.Meta(3); ok {
+		t.Fatal("fresh store has meta")
+	}
+	if err := s.Commit(3, bigCheckpoint(5, 10, 2)); err != nil {
+		t.Fatal(err)
+	}
+	blob, ok, err := s.Learner(3, []byte("key-0004"))
+	if err != nil || !ok || !bytes.Equal(blob, bytes.Repeat([]byte{2}, 10)) {
+		t.Fatalf("learner = %x %v %v", blob, ok, err)
+	}
+	if _, ok, _ := s.Learner(4, []byte("key-0004")); ok {
+		t.Fatal("partitions leak into each other")
+	}
+	if n, _ := s.CountLearners(3); n != 5 {
+		t.Fatalf("CountLearners = %d", n)
+	}
+}
+
+// TestStagedCommitAtomic forces checkpoints larger than one transaction
+// (MaxTxnBytes tiny, and Badger's own limit with a real big checkpoint) and
+// crashes at every stage of the staged protocol: after reopening, the store
+// shows exactly the old checkpoint or exactly the new one.
+func TestStagedCommitAtomic(t *testing.T) {
+	stages := []struct {
+		stage string
+		want  byte // version visible after the crash
+	}{{"staged", 1}, {"marked", 2}, {"applied-part", 2}, {"applied", 2}, {"cleaned", 2}, {"", 2}}
+	for _, tc := range stages {
+		t.Run("crash-after-"+tc.stage, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(Options{Dir: dir, MaxTxnBytes: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Commit(0, bigCheckpoint(200, 100, 1)); err != nil {
+				t.Fatal(err)
+			}
+			// The reference stores (same checkpoints, no crash) to compare with.
+			ref := map[byte]string{}
+			for _, v := range []byte{1, 2} {
+				r, err := Open(Options{Dir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.Commit(0, bigCheckpoint(200, 100, v)); err != nil {
+					t.Fatal(err)
+				}
+				ref[v] = snapshot(t, r, 0)
+				r.Close()
+			}
+			if got := snapshot(t, s, 0); got != ref[1] {
+				t.Fatal("staged commit of version 1 differs from a one-transaction commit")
+			}
+			crashed := false
+			s.opts.failpoint = func(stage string) error {
+				if stage == tc.stage {
+					crashed = true
+					return errCrash
+				}
+				return nil
+			}
+			err = s.Commit(0, bigCheckpoint(200, 100, 2))
+			if tc.stage != "" && (!crashed || !errors.Is(err, errCrash)) {
+				t.Fatalf("failpoint %q not reached: %v", tc.stage, err)
+			}
+			s.Close()
+			s, err = Open(Options{Dir: dir, MaxTxnBytes: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := snapshot(t, s, 0); got != ref[tc.want] {
+				t.Fatalf("after a crash at %q the store shows neither the old nor the new checkpoint as expected (want version %d)", tc.stage, tc.want)
+			}
+			// No staging or marker is left behind.
+			for _, ns := range []byte{nsRedo, nsStage} {
+				if err := s.each(ns, 0, func(k, v []byte) error { return fmt.Errorf("leftover %c key", ns) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestBadgerTxnLimit commits a checkpoint above Badger's own transaction
+// limit (15% of the 16 MiB memtable) through the staged path.
+func TestBadgerTxnLimit(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cp := bigCheckpoint(4000, 1000, 2) // ~4 MB of values under the 4 KiB value threshold
+	if err := s.Commit(1, cp); err != nil {
+		t.Fatal(err)
+	}
+	if s.StagedCommits() != 1 {
+		t.Fatalf("StagedCommits = %d: the checkpoint fit in one transaction", s.StagedCommits())
+	}
+	if n, _ := s.CountLearners(1); n != 4000 {
+		t.Fatalf("CountLearners = %d, want 4000", n)
+	}
+	meta, _, _ := s.Meta(1)
+	if !bytes.Equal(meta, cp.Meta) {
+		t.Fatalf("meta = %q", meta)
+	}
+}

@@ -1,0 +1,380 @@
+// Command benche2e measures the whole pipeline on an embedded broker (make
+// bench-e2e): records/s and input-to-prediction latency of kernelstream with
+// a cheap learner, next to a bare kafka-go read-and-write relay on the same
+// broker, topics and records.
+//
+//	benche2e [-n 200000] [-partitions 4] [-keys 64] [-rate 5000] [-latency-seconds 10] [-model SPEC]
+//
+// Throughput: N records are loaded first, then the pipeline drains them; the
+// rate is (outputs - 1) / (last output timestamp - first output timestamp),
+// so group join and start-up are excluded alike for both pipelines.
+// Latency: with the pipeline running and ready, records are produced at
+// -rate for -latency-seconds; latency = output Kafka timestamp - input Kafka
+// timestamp of the same id (both set by kafka-go writers on this machine).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/config"
+	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/synth"
+	"github.com/kernelstream/kernelstream/models"
+	"github.com/kernelstream/kernelstream/processor"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "benche2e:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	n, partitions, keys int
+	rate                float64
+	latencySeconds      float64
+	spec                models.Spec
+	dir                 string
+	skipRelay           bool
+	skipProcessor       bool
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("benche2e", flag.ContinueOnError)
+	var o options
+	fs.IntVar(&o.n, "n", 200000, "records for the throughput run")
+	fs.IntVar(&o.partitions, "partitions", 4, "partitions of every topic")
+	fs.IntVar(&o.keys, "keys", 64, "routing keys")
+	fs.Float64Var(&o.rate, "rate", 5000, "records/s of the latency run")
+	fs.Float64Var(&o.latencySeconds, "latency-seconds", 10, "duration of the latency run")
+	spec := fs.String("model", `{"algorithm":"aogd-ald","dim":5,"kernel":{"type":"gaussian","sigma":1},"params":{"max_budget":16},"seed":1}`, "model spec (JSON or @file)")
+	fs.StringVar(&o.dir, "dir", "", "checkpoint directory (default: a temporary one)")
+	fs.BoolVar(&o.skipRelay, "skip-relay", false, "measure kernelstream only")
+	fs.BoolVar(&o.skipProcessor, "skip-processor", false, "measure the relay only")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if o.spec, err = models.ParseSpec(*spec); err != nil {
+		return err
+	}
+	if err := o.spec.Validate(); err != nil {
+		return err
+	}
+	if o.dir == "" {
+		tmp, err := os.MkdirTemp("", "benche2e-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		o.dir = tmp
+	}
+	ctx := context.Background()
+	b, err := broker.Start(broker.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	type row struct {
+		name           string
+		tput           float64
+		p50, p99, pmax float64
+		latN           int
+	}
+	var rows []row
+	pipelines := []struct {
+		name  string
+		skip  bool
+		start func(ctx context.Context, in, out string) (stop func() error, err error)
+	}{
+		{"kafka-go relay (read, write, no learning)", o.skipRelay, func(ctx context.Context, in, out string) (func() error, error) {
+			return startRelay(ctx, b.Addrs(), in, out, o.partitions)
+		}},
+		{fmt.Sprintf("kernelstream (%s, dim %d)", o.spec.Algorithm, o.spec.Dim), o.skipProcessor, func(ctx context.Context, in, out string) (func() error, error) {
+			return startProcessor(ctx, b.Addrs(), in, out, o)
+		}},
+	}
+	for i, pl := range pipelines {
+		if pl.skip {
+			continue
+		}
+		fmt.Fprintf(stderr, "== %s\n", pl.name)
+		tIn, tOut := fmt.Sprintf("tput-in-%d", i), fmt.Sprintf("tput-out-%d", i)
+		lIn, lOut := fmt.Sprintf("lat-in-%d", i), fmt.Sprintf("lat-out-%d", i)
+		if err := b.CreateTopics(ctx, o.partitions, tIn, tOut, lIn, lOut, fmt.Sprintf("dlq-%d", i)); err != nil {
+			return err
+		}
+		// Throughput.
+		if _, err := produce(ctx, b.Addrs(), tIn, o, o.n, 0); err != nil {
+			return err
+		}
+		stop, err := pl.start(ctx, tIn, tOut)
+		if err != nil {
+			return err
+		}
+		msgs, err := waitOutputs(ctx, b.Addrs(), tOut, o.partitions, o.n, 5*time.Minute)
+		if err := errors.Join(err, stop()); err != nil {
+			return err
+		}
+		r := row{name: pl.name, tput: throughput(msgs)}
+		fmt.Fprintf(stderr, "   throughput: %d records at %.0f records/s\n", len(msgs), r.tput)
+
+		// Latency at a fixed rate, the pipeline warmed up and ready.
+		stop, err = pl.start(ctx, lIn, lOut)
+		if err != nil {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+		nLat := int(o.rate * o.latencySeconds)
+		inTimes, err := produce(ctx, b.Addrs(), lIn, o, nLat, o.rate)
+		if err != nil {
+			return err
+		}
+		msgs, err = waitOutputs(ctx, b.Addrs(), lOut, o.partitions, nLat, time.Minute)
+		if err := errors.Join(err, stop()); err != nil {
+			return err
+		}
+		lat := latencies(msgs, inTimes)
+		r.latN = len(lat)
+		r.p50, r.p99, r.pmax = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
+		fmt.Fprintf(stderr, "   latency at %.0f records/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d records)\n", o.rate, r.p50, r.p99, r.pmax, r.latN)
+		rows = append(rows, r)
+	}
+
+	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d keys, %d records (throughput), %.0f records/s for %.0f s (latency), GOMAXPROCS %d\n\n",
+		o.partitions, o.keys, o.n, o.rate, o.latencySeconds, runtime.GOMAXPROCS(0))
+	fmt.Fprintln(stdout, "| pipeline | records/s | p50 latency (ms) | p99 latency (ms) | max latency (ms) |")
+	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "| %s | %.0f | %.1f | %.1f | %.1f |\n", r.name, r.tput, r.p50, r.p99, r.pmax)
+	}
+	if len(rows) == 2 && rows[0].tput > 0 {
+		fmt.Fprintf(stdout, "\nkernelstream / relay throughput: %.2f (target >= 0.5); kernelstream p99 %.1f ms (target < 50 ms)\n", rows[1].tput/rows[0].tput, rows[1].p99)
+	}
+	return nil
+}
+
+// produce writes n records with inline labels to topic and returns each
+// id's input timestamp as kafka-go stamped it.
+func produce(ctx context.Context, addrs []string, topic string, o options, n int, rate float64) (map[string]time.Time, error) {
+	src, err := synth.New("sines", synth.Options{Keys: o.keys, Dim: o.spec.Dim, Seed: 5})
+	if err != nil {
+		return nil, err
+	}
+	f, err := feed.New(src, feed.Options{Labels: "inline", N: n})
+	if err != nil {
+		return nil, err
+	}
+	_, err = feed.Produce(ctx, f, feed.Target{Brokers: addrs, Topic: topic}, feed.ProduceOptions{Rate: rate})
+	if err != nil {
+		return nil, err
+	}
+	// The timestamps the broker stored are the ones that count.
+	msgs, err := broker.ReadAll(ctx, addrs, topic)
+	if err != nil {
+		return nil, err
+	}
+	times := make(map[string]time.Time, len(msgs))
+	for _, m := range msgs {
+		times[recordID(m.Value)] = m.Time
+	}
+	return times, nil
+}
+
+func recordID(v []byte) string {
+	var r struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(v, &r) //nolint:errcheck // an id-less record is simply not matched
+	return r.ID
+}
+
+// waitOutputs waits until topic holds want messages, then reads them all.
+func waitOutputs(ctx context.Context, addrs []string, topic string, partitions, want int, limit time.Duration) ([]kafka.Message, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		var sum int64
+		for p := 0; p < partitions; p++ {
+			c, err := kafka.DialLeader(ctx, "tcp", addrs[0], topic, p)
+			if err != nil {
+				return nil, err
+			}
+			end, err := c.ReadLastOffset()
+			c.Close()
+			if err != nil {
+				return nil, err
+			}
+			sum += end
+		}
+		if sum >= int64(want) {
+			return broker.ReadAll(ctx, addrs, topic)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s: %d of %d outputs after %v", topic, sum, want, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func throughput(msgs []kafka.Message) float64 {
+	if len(msgs) < 2 {
+		return 0
+	}
+	first, last := msgs[0].Time, msgs[0].Time
+	for _, m := range msgs {
+		if m.Time.Before(first) {
+			first = m.Time
+		}
+		if m.Time.After(last) {
+			last = m.Time
+		}
+	}
+	d := last.Sub(first).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(len(msgs)-1) / d
+}
+
+// latencies in milliseconds, one per input id (its first output).
+func latencies(out []kafka.Message, in map[string]time.Time) []float64 {
+	firstOut := map[string]time.Time{}
+	for _, m := range out {
+		id := recordID(m.Value)
+		if t, ok := firstOut[id]; !ok || m.Time.Before(t) {
+			firstOut[id] = m.Time
+		}
+	}
+	lat := make([]float64, 0, len(firstOut))
+	for id, t := range firstOut {
+		if t0, ok := in[id]; ok {
+			lat = append(lat, float64(t.Sub(t0).Microseconds())/1000)
+		}
+	}
+	sort.Float64s(lat)
+	return lat
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+var runSeq int
+
+// startProcessor runs kernelstream through the same configuration path as
+// the service (config.Config -> ProcessorConfig -> processor.New).
+func startProcessor(ctx context.Context, addrs []string, in, out string, o options) (func() error, error) {
+	runSeq++
+	cfg := config.Default()
+	cfg.Kafka.Brokers = addrs
+	cfg.Kafka.Group = fmt.Sprintf("bench-%d", runSeq)
+	cfg.Kafka.InputTopic, cfg.Kafka.OutputTopic = in, out
+	cfg.Kafka.DLQTopic = "dlq-" + strings.TrimPrefix(strings.TrimPrefix(out, "tput-out-"), "lat-out-")
+	cfg.Kafka.InstanceID = "bench"
+	cfg.Model = o.spec
+	cfg.Checkpoint.Dir = fmt.Sprintf("%s/run-%d", o.dir, runSeq)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pcfg, err := cfg.ProcessorConfig(zerolog.New(os.Stderr).Level(zerolog.WarnLevel), prometheus.NewRegistry())
+	if err != nil {
+		return nil, err
+	}
+	p, err := processor.New(pcfg)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	for !p.Ready() {
+		select {
+		case err := <-done:
+			cancel()
+			return nil, fmt.Errorf("processor stopped: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return func() error { cancel(); return <-done }, nil
+}
+
+// startRelay is the baseline: per partition, a kafka-go Reader feeding a
+// kafka-go Writer (RequireAll, 2 ms batch timeout, like the processor's
+// output), batching whatever has arrived, without decoding anything.
+func startRelay(ctx context.Context, addrs []string, in, out string, partitions int) (func() error, error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	w := &kafka.Writer{
+		Addr: kafka.TCP(addrs...), Topic: out, Balancer: &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: 2 * time.Millisecond, BatchSize: 1000, BatchBytes: 64 << 20,
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, partitions)
+	for p := 0; p < partitions; p++ {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: in, Partition: p, MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond})
+		ch := make(chan kafka.Message, 4096)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer close(ch)
+			defer r.Close()
+			for {
+				m, err := r.ReadMessage(runCtx)
+				if err != nil {
+					return
+				}
+				ch <- m
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			batch := make([]kafka.Message, 0, 1000)
+			for m := range ch {
+				batch = append(batch[:0], kafka.Message{Key: m.Key, Value: m.Value})
+			drain:
+				for len(batch) < cap(batch) {
+					select {
+					case m, ok := <-ch:
+						if !ok {
+							break drain
+						}
+						batch = append(batch, kafka.Message{Key: m.Key, Value: m.Value})
+					default:
+						break drain
+					}
+				}
+				if err := w.WriteMessages(runCtx, batch...); err != nil && runCtx.Err() == nil {
+					errs[p] = err
+					return
+				}
+			}
+		}()
+	}
+	return func() error {
+		cancel()
+		wg.Wait()
+		w.Close()
+		return errors.Join(errs...)
+	}, nil
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kernelstream/kernelstream/config"
+	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/synth"
+	"github.com/kernelstream/kernelstream/models"
+	"github.com/kernelstream/kernelstream/processor"
+)
+
+// DemoPort is the demo broker's default port, so the kcat command it prints
+// is the same every time.
+const DemoPort = 19092
+
+type demoFlags struct {
+	enabled  bool
+	port     int
+	records  int
+	keys     int
+	rate     float64
+	models   string
+	dir      string
+	httpAddr string
+	logLevel string
+	every    time.Duration
+}
+
+func (d *demoFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&d.enabled, "demo", false, "run the demo: embedded broker, synthetic stream with delayed labels, live progress on stderr")
+	fs.IntVar(&d.port, "demo-port", DemoPort, "demo broker port on 127.0.0.1 (0 = any free port)")
+	fs.IntVar(&d.records, "demo-records", 0, "stop after this many feature records are predicted and learned (0 = run until Ctrl-C)")
+	fs.IntVar(&d.keys, "demo-keys", 6, "routing keys of the synthetic stream")
+	fs.Float64Var(&d.rate, "demo-rate", 2000, "feature records per second fed to the broker (0 = as fast as possible)")
+	fs.StringVar(&d.models, "demo-models", "aogd-ald,kogd", "comma-separated algorithms, one consumer group each; the first writes to topic predictions, the others to predictions.<algorithm>")
+	fs.StringVar(&d.dir, "demo-dir", "", "checkpoint directory of the demo (default: a temporary directory, removed at exit)")
+	fs.StringVar(&d.httpAddr, "demo-http", "127.0.0.1:8080", "HTTP address of the first model's /metrics /healthz /readyz (empty = none)")
+	fs.StringVar(&d.logLevel, "demo-log-level", "warn", "log level of the demo's consumers")
+	fs.DurationVar(&d.every, "demo-every", 2*time.Second, "progress interval")
+}
+
+// Demo topics and stream shape.
+const (
+	demoInput      = "features"
+	demoDLQ        = "dead-letters"
+	demoPartitions = 4
+	demoDim        = 5
+	demoMaxDelay   = 50
+)
+
+// demoSpec is the model of algorithm alg in the demo: the synthetic stream's
+// dimension, a Gaussian kernel of width 1, the algorithm's default params.
+func demoSpec(alg string) models.Spec {
+	return models.Spec{Algorithm: alg, Dim: demoDim, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1}, Seed: 1}
+}
+
+// demoOutputTopic: the first model writes to "predictions".
+func demoOutputTopic(i int, alg string) string {
+	if i == 0 {
+		return "predictions"
+	}
+	r := strings.NewReplacer("+", "p", "/", "_")
+	return "predictions." + r.Replace(alg)
+}
+
+type demoModel struct {
+	alg   string
+	topic string
+	mu    sync.Mutex
+	p     *processor.Processor
+	prev  processor.Stats
+}
+
+func (m *demoModel) stats() (processor.Stats, bool) {
+	m.mu.Lock()
+	p := m.p
+	m.mu.Unlock()
+	if p == nil {
+		return processor.Stats{}, false
+	}
+	return p.Stats(), true
+}
+
+func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
+	algs := strings.Split(d.models, ",")
+	for i, a := range algs {
+		algs[i] = strings.TrimSpace(a)
+		if err := demoSpec(algs[i]).Validate(); err != nil {
+			return fmt.Errorf("-demo-models %s: %w", algs[i], err)
+		}
+	}
+	dir := d.dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "kernelstream-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	b, err := broker.Start(broker.Options{Port: d.port})
+	if err != nil {
+		return fmt.Errorf("%w (is another demo running? try -demo-port 0)", err)
+	}
+	defer b.Close()
+	addr := b.Addrs()[0]
+	topics := []string{demoInput, demoDLQ}
+	ms := make([]*demoModel, len(algs))
+	for i, a := range algs {
+		ms[i] = &demoModel{alg: a, topic: demoOutputTopic(i, a)}
+		topics = append(topics, ms[i].topic)
+	}
+	if err := b.CreateTopics(ctx, demoPartitions, topics...); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "kernelstream demo: embedded Kafka broker on %s, topics %s (%d partitions)\n", addr, strings.Join(topics, ", "), demoPartitions)
+	fmt.Fprintf(out, "  stream: synthetic \"mixed\", %d keys, dim %d, labels delayed by 1..%d records, %.0f records/s\n", d.keys, demoDim, demoMaxDelay, d.rate)
+	fmt.Fprintf(out, "  read the predictions with kcat:  kcat -b %s -t %s -C -o beginning -e\n", addr, ms[0].topic)
+	fmt.Fprintf(out, "  follow them live:                kcat -b %s -t %s -C -o end\n", addr, ms[0].topic)
+	if d.httpAddr != "" {
+		if _, port, err := net.SplitHostPort(d.httpAddr); err == nil && port == "0" {
+			// Resolve the port now so that the printed URL is the real one.
+			ln, err := net.Listen("tcp", d.httpAddr)
+			if err != nil {
+				return fmt.Errorf("-demo-http: %w", err)
+			}
+			d.httpAddr = ln.Addr().String()
+			ln.Close()
+		}
+		fmt.Fprintf(out, "  metrics of %s: http://%s/metrics  (also /healthz, /readyz)\n", algs[0], d.httpAddr)
+	}
+	if d.records > 0 {
+		fmt.Fprintf(out, "  stops after %d feature records; Ctrl-C stops earlier\n", d.records)
+	} else {
+		fmt.Fprintln(out, "  Ctrl-C stops (checkpoint, leave the group, exit)")
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ms)+1)
+	for i, m := range ms {
+		cfg := config.Default()
+		cfg.Kafka.Brokers = []string{addr}
+		cfg.Kafka.Group = "demo-" + m.alg
+		cfg.Kafka.InputTopic, cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic = demoInput, m.topic, demoDLQ
+		cfg.Kafka.SessionTimeout, cfg.Kafka.HeartbeatInterval = 3*time.Second, 500*time.Millisecond
+		cfg.Kafka.InstanceID = "demo"
+		cfg.Model = demoSpec(m.alg)
+		cfg.Checkpoint.Dir = fmt.Sprintf("%s/%d-%s", dir, i, strings.ReplaceAll(m.alg, "+", "p"))
+		cfg.Checkpoint.Interval = time.Second
+		cfg.Shutdown.Grace = 10 * time.Second
+		cfg.HTTP.Addr = ""
+		if i == 0 {
+			cfg.HTTP.Addr = d.httpAddr
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = serve(runCtx, cfg, logger.With().Str("model", m.alg).Logger(), func(p *processor.Processor) {
+				m.mu.Lock()
+				m.p = p
+				m.mu.Unlock()
+			})
+			if errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+
+	// The feeder: the same code path as cmd/produce.
+	src, err := synth.New("mixed", synth.Options{Keys: d.keys, Dim: demoDim, Seed: 1})
+	if err != nil {
+		return err
+	}
+	f, err := feed.New(src, feed.Options{Labels: "delayed", MaxDelay: demoMaxDelay, Seed: 1, N: d.records})
+	if err != nil {
+		return err
+	}
+	var produced sync.Mutex
+	written := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Rate counts feature records; each has a label record too.
+		_, err := feed.Produce(runCtx, f, feed.Target{Brokers: []string{addr}, Topic: demoInput}, feed.ProduceOptions{
+			Rate:     2 * d.rate,
+			Progress: func(n int) { produced.Lock(); written = n; produced.Unlock() },
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			errs[len(ms)] = err
+			cancel()
+		}
+	}()
+
+	start := time.Now()
+	tick := time.NewTicker(d.every)
+	defer tick.Stop()
+	last := start
+	lastWritten := 0
+	finished := false
+	for !finished {
+		select {
+		case <-runCtx.Done():
+			finished = true
+			continue
+		case <-tick.C:
+		}
+		now := time.Now()
+		produced.Lock()
+		w := written
+		produced.Unlock()
+		dt := now.Sub(last).Seconds()
+		fmt.Fprintf(out, "[%5.0fs] produced %d records (%.0f/s)\n", now.Sub(start).Seconds(), w, float64(w-lastWritten)/dt)
+		done := d.records > 0
+		for _, m := range ms {
+			s, ok := m.stats()
+			if !ok {
+				fmt.Fprintf(out, "  %-14s starting\n", m.alg)
+				done = false
+				continue
+			}
+			fmt.Fprintf(out, "  %-14s %s\n", m.alg, progressLine(s, m.prev, dt))
+			m.prev = s
+			if s.Predictions < int64(d.records) || s.Updates < int64(d.records) {
+				done = false
+			}
+		}
+		last, lastWritten = now, w
+		if done {
+			fmt.Fprintf(out, "demo: all %d records predicted and learned by every model; stopping\n", d.records)
+			cancel()
+			finished = true
+		}
+	}
+	cancel()
+	wg.Wait()
+	for _, m := range ms {
+		if s, ok := m.stats(); ok {
+			fmt.Fprintf(out, "final %-14s %s\n", m.alg, progressLine(s, processor.Stats{}, time.Since(start).Seconds()))
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(out, "demo: interrupted; state checkpointed")
+	}
+	return errors.Join(errs...)
+}
+
+// progressLine: records/s over the interval, counts, progressive loss (since
+// the start) and the loss over the last interval alone.
+func progressLine(s, prev processor.Stats, dt float64) string {
+	var recs, prevRecs int64
+	for _, n := range s.Records {
+		recs += n
+	}
+	for _, n := range prev.Records {
+		prevRecs += n
+	}
+	var dead int64
+	for _, n := range s.DeadLetters {
+		dead += n
+	}
+	recent := "-"
+	if dc := s.LossCount - prev.LossCount; dc > 0 {
+		recent = fmt.Sprintf("%.5f", (s.LossSum-prev.LossSum)/float64(dc))
+	}
+	return fmt.Sprintf("records %8d (%6.0f/s)  predictions %8d  updates %8d  progressive loss %.5f  (last interval %s)  pending %5d  dead %d",
+		recs, float64(recs-prevRecs)/dt, s.Predictions, s.Updates, s.ProgressiveLoss, recent, s.Pending, dead)
+}
+
+func parseLevel(s string) zerolog.Level {
+	l, err := zerolog.ParseLevel(s)
+	if err != nil {
+		return zerolog.WarnLevel
+	}
+	return l
+}

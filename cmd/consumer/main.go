@@ -1,0 +1,138 @@
+// Command consumer is the kernelstream service: it joins the consumer group
+// of its configuration, runs one online kernel learner per routing key,
+// writes a prediction per input record to the output topic and checkpoints
+// learner state with the input offsets in Badger (DESIGN.md).
+//
+//	consumer -config FILE           run the service (KERNELSTREAM_<SECTION>_<KEY> overrides)
+//	consumer -config FILE -check    validate the configuration and exit
+//	consumer -demo                  embedded broker + synthetic stream + live progress (make run)
+//	consumer -dump-state DIR        print the learners stored in a checkpoint directory
+//
+// Signals: SIGTERM or SIGINT cancels the processor, which finishes the
+// record in hand, checkpoints every partition and leaves the group; the
+// process exits 0 within shutdown.grace (a second signal exits at once, 1).
+// The HTTP server on http.addr serves /metrics (Prometheus), /healthz
+// (the process is alive) and /readyz (every assigned partition restored).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kernelstream/kernelstream/config"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without os.Exit, so tests can call it.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("consumer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configPath = fs.String("config", "", "YAML configuration file (see docs/operations.md); KERNELSTREAM_<SECTION>_<KEY> variables override it")
+		check      = fs.Bool("check", false, "validate the configuration, print it (secrets redacted) and exit")
+		dumpState  = fs.String("dump-state", "", "print every learner stored in this checkpoint directory as JSON lines and exit")
+		dumpParts  = fs.Int("dump-partitions", 1024, "with -dump-state: partitions to look at (0..N-1)")
+		dumpBlobs  = fs.Bool("dump-blobs", false, "with -dump-state: include each state blob (base64)")
+		demo       demoFlags
+	)
+	demo.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "consumer: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	switch {
+	case *dumpState != "":
+		if err := dumpStates(*dumpState, *dumpParts, *dumpBlobs, stdout); err != nil {
+			fmt.Fprintln(stderr, "consumer:", err)
+			return 1
+		}
+		return 0
+	case demo.enabled:
+		ctx, stop := signalContext(stderr)
+		defer stop()
+		if err := runDemo(ctx, demo, stderr); err != nil {
+			fmt.Fprintln(stderr, "consumer: demo:", err)
+			return 1
+		}
+		return 0
+	}
+
+	cfg, err := config.Load(*configPath)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "consumer:", err)
+		return 2
+	}
+	if *check {
+		fmt.Fprint(stdout, cfg.String())
+		return 0
+	}
+	logger, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "consumer:", err)
+		return 2
+	}
+	ctx, stop := signalContext(stderr)
+	defer stop()
+	if err := serve(ctx, cfg, logger, nil); err != nil {
+		logger.Error().Err(err).Msg("consumer stopped with an error")
+		return 1
+	}
+	logger.Info().Msg("consumer stopped")
+	return 0
+}
+
+// newLogger builds the service logger from log.level and log.format.
+func newLogger(c config.Log, w io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(c.Level)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("log.level: %w", err)
+	}
+	if c.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Str("service", "kernelstream").Logger(), nil
+}
+
+// signalContext is cancelled by the first SIGTERM or SIGINT; a second one
+// exits the process at once with status 1 (an operator who insists).
+func signalContext(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case s := <-ch:
+			fmt.Fprintf(stderr, "consumer: second %v: exiting without waiting for the checkpoint\n", s)
+			os.Exit(1)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// asConsumer makes the test binary act as the consumer binary: the crash
+// test re-executes itself with this variable set, so the consumer runs as a
+// separate process without a second `go build`.
+const asConsumer = "KSTEST_AS_CONSUMER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asConsumer) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// consumerProcess is the consumer running as a child process.
+type consumerProcess struct {
+	cmd  *exec.Cmd
+	done chan error
+	log  string
+}
+
+func startConsumer(t *testing.T, configPath, logPath string) *consumerProcess {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-config", configPath)
+	cmd.Env = append(os.Environ(), asConsumer+"=1")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &consumerProcess{cmd: cmd, done: make(chan error, 1), log: logPath}
+	go func() { p.done <- cmd.Wait(); logf.Close() }()
+	return p
+}
+
+// stop sends sig and waits up to wait for the exit; it returns the exit code.
+func (p *consumerProcess) stop(t *testing.T, sig os.Signal, wait time.Duration) int {
+	t.Helper()
+	p.cmd.Process.Signal(sig) //nolint:errcheck // it may have exited already
+	select {
+	case <-p.done:
+	case <-time.After(wait):
+		p.cmd.Process.Kill() //nolint:errcheck
+		<-p.done
+		t.Errorf("consumer did not exit within %v of %v; log tail:\n%s", wait, sig, tail(p.log, 3000))
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// endOffsets sums the high watermarks of topic's partitions.
+func endOffsets(ctx context.Context, addr, topic string, partitions int) (int64, []int64, error) {
+	var sum int64
+	ends := make([]int64, partitions)
+	for p := 0; p < partitions; p++ {
+		c, err := kafka.DialLeader(ctx, "tcp", addr, topic, p)
+		if err != nil {
+			return 0, nil, err
+		}
+		end, err := c.ReadLastOffset()
+		c.Close()
+		if err != nil {
+			return 0, nil, err
+		}
+		ends[p] = end
+		sum += end
+	}
+	return sum, ends, nil
+}
+
+// caughtUp reports whether group has committed the end offset of every
+// partition of topic (the processor commits after its Badger checkpoint).
+func caughtUp(ctx context.Context, addr, group, topic string, partitions int) (bool, error) {
+	_, ends, err := endOffsets(ctx, addr, topic, partitions)
+	if err != nil {
+		return false, err
+	}
+	ids := make([]int, partitions)
+	for i := range ids {
+		ids[i] = i
+	}
+	cl := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
+	resp, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err != nil {
+		return false, err
+	}
+	got := resp.Topics[topic]
+	if len(got) != partitions {
+		return false, nil
+	}
+	for _, p := range got {
+		if p.Error != nil || p.CommittedOffset < ends[p.Partition] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func writeConfig(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRunFlags covers the paths that need no broker.
+func TestRunFlags(t *testing.T) {
+	dir := t.TempDir()
+	good := writeConfig(t, dir, "good.yaml", "model: {algorithm: aogd-ald, dim: 3}\ncheckpoint: {dir: "+dir+"}\nkafka: {sasl: {mechanism: plain, username: u, password: topsecret}}\n")
+	bad := writeConfig(t, dir, "bad.yaml", "model: {algorithm: aogd-ald, dim: 3}\nkafka: {grup: x}\n")
+	var out, errb capture
+	if code := run([]string{"-config", good, "-check"}, &out, &errb); code != 0 {
+		t.Fatalf("-check exit %d: %s", code, errb)
+	}
+	if s := out.String(); !contains(s, "algorithm: aogd-ald") || contains(s, "topsecret") {
+		t.Errorf("-check printed %s", s)
+	}
+	out, errb = capture{}, capture{}
+	if code := run([]string{"-config", bad}, &out, &errb); code != 2 || !contains(errb.String(), "bad.yaml:2: unknown key kafka.grup") {
+		t.Errorf("bad config: exit %d, stderr %s", code, errb)
+	}
+	if code := run([]string{"-config", good, "extra"}, &out, &errb); code != 2 {
+		t.Errorf("extra argument: exit %d", code)
+	}
+}
+
+type capture struct{ b []byte }
+
+func (c *capture) Write(p []byte) (int, error) { c.b = append(c.b, p...); return len(p), nil }
+func (c *capture) String() string              { return string(c.b) }
+
+var _ io.Writer = (*capture)(nil)
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func fmtConfig(brokers, group, output, dlq, dir string, extra string) string {
+	return fmt.Sprintf(`kafka:
+  brokers: [%s]
+  group: %s
+  input_topic: features
+  output_topic: %s
+  dlq_topic: %s
+  session_timeout: 2s
+  heartbeat_interval: 300ms
+  rebalance_timeout: 5s
+  retry_backoff_max: 500ms
+model:
+  algorithm: aogd-ald
+  dim: 5
+  kernel: {type: gaussian, sigma: 1}
+  params: {max_budget: 64}
+  seed: 3
+checkpoint:
+  dir: %s
+  interval: 300ms
+  max_records: 2000
+http:
+  addr: ""
+log:
+  level: info
+  format: json
+shutdown:
+  grace: 15s
+%s`, brokers, group, output, dlq, dir, extra)
+}

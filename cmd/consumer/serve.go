@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/kernelstream/kernelstream/config"
+	"github.com/kernelstream/kernelstream/processor"
+)
+
+// serve runs one processor with its HTTP endpoints until ctx is cancelled
+// and the processor has shut down. started, if set, receives the processor
+// once it exists (the demo reads its Stats).
+func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, started func(*processor.Processor)) error {
+	logger.Info().Object("config", cfg).Msg("starting")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pcfg, err := cfg.ProcessorConfig(logger, reg)
+	if err != nil {
+		return err
+	}
+	p, err := processor.New(pcfg)
+	if err != nil {
+		return err
+	}
+	if started != nil {
+		started(p)
+	}
+	var srv *http.Server
+	if cfg.HTTP.Addr != "" {
+		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		if err != nil {
+			return fmt.Errorf("http.addr: %w", err)
+		}
+		srv = &http.Server{Handler: handler(reg, p.Ready), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error().Err(err).Str("addr", cfg.HTTP.Addr).Msg("http server failed")
+			}
+		}()
+		logger.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics /healthz /readyz")
+	}
+
+	// Watchdog: the processor bounds its own shutdown by shutdown.grace; if
+	// it overruns anyway, say so loudly rather than hang past the pod's
+	// termination grace period.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		logger.Info().Dur("grace", cfg.Shutdown.Grace).Msg("signal received: finishing, checkpointing and leaving the group")
+		select {
+		case <-done:
+		case <-time.After(cfg.Shutdown.Grace + 5*time.Second):
+			logger.Error().Dur("grace", cfg.Shutdown.Grace).Msg("shutdown overran its grace period")
+		}
+	}()
+
+	runErr := p.Run(ctx)
+	if srv != nil {
+		shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		srv.Shutdown(shutCtx) //nolint:errcheck // best effort on the way out
+		cancel()
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+// handler serves the three operational endpoints.
+func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n")) //nolint:errcheck
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "not ready: partitions not yet assigned and restored", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n")) //nolint:errcheck
+	})
+	return mux
+}

@@ -1,0 +1,142 @@
+// Package config is the consumer's typed configuration: a YAML file (strict:
+// an unknown key is an error naming the key and file:line), environment
+// overrides KERNELSTREAM_<SECTION>_<KEY>, documented defaults on every field,
+// and Validate, whose errors name the key.
+//
+// The `doc` tag of each field is the single source of the configuration
+// reference (Keys lists it, docs/operations.md reproduces it and a test checks
+// that the two agree). Defaults live in Default.
+package config
+
+import (
+	"time"
+
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// Config is the whole consumer configuration.
+type Config struct {
+	Kafka      Kafka       `yaml:"kafka"`
+	Model      models.Spec `yaml:"model" doc:"the model spec, the same object as cmd/eval's -model (algorithm, dim, loss, kernel, params, seed); required"`
+	Checkpoint Checkpoint  `yaml:"checkpoint"`
+	Labels     Labels      `yaml:"labels"`
+	Cache      Cache       `yaml:"cache"`
+	Output     Output      `yaml:"output"`
+	HTTP       HTTP        `yaml:"http"`
+	Log        Log         `yaml:"log"`
+	Shutdown   Shutdown    `yaml:"shutdown"`
+}
+
+// Kafka is where records come from and go to.
+type Kafka struct {
+	Brokers     []string `yaml:"brokers" doc:"bootstrap brokers host:port (env: comma-separated)"`
+	Group       string   `yaml:"group" doc:"consumer group id; every member of one deployment uses the same"`
+	ClientID    string   `yaml:"client_id" doc:"client id sent to the brokers (quotas, broker logs)"`
+	InstanceID  string   `yaml:"instance_id" doc:"stable member identity (the StatefulSet pod name) for the sticky balancer; empty = $POD_NAME, else the host name"`
+	InputTopic  string   `yaml:"input_topic" doc:"topic of feature records"`
+	OutputTopic string   `yaml:"output_topic" doc:"topic the predictions are written to"`
+	DLQTopic    string   `yaml:"dlq_topic" doc:"dead-letter topic for unusable records"`
+	LabelsTopic string   `yaml:"labels_topic" doc:"optional topic of delayed labels, co-partitioned with input_topic; empty = labels come on input_topic"`
+	StartOffset string   `yaml:"start_offset" doc:"where a partition with no checkpoint and no committed offset starts: earliest or latest"`
+	// Group membership and retries.
+	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"group heartbeat interval (below session_timeout)"`
+	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout" doc:"time members get to rejoin during a rebalance"`
+	RetryBackoffMax   time.Duration `yaml:"retry_backoff_max" doc:"cap of the exponential backoff of every retry loop (join, fetch, produce, checkpoint)"`
+	MaxValueBytes     int           `yaml:"max_value_bytes" doc:"largest record value processed; bigger ones are dead-lettered (reason oversized)"`
+	TLS               TLS           `yaml:"tls"`
+	SASL              SASL          `yaml:"sasl"`
+}
+
+// TLS secures the connections to the brokers.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled" doc:"use TLS towards the brokers"`
+	CAFile             string `yaml:"ca_file" doc:"PEM bundle of the CAs that sign the brokers' certificates; empty = system roots"`
+	CertFile           string `yaml:"cert_file" doc:"PEM client certificate (mutual TLS); needs key_file"`
+	KeyFile            string `yaml:"key_file" doc:"PEM private key of cert_file"`
+	ServerName         string `yaml:"server_name" doc:"name to verify in the brokers' certificates; empty = the host of each broker address"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"do not verify the brokers' certificates (testing only)"`
+}
+
+// SASL authenticates to the brokers.
+type SASL struct {
+	Mechanism    string `yaml:"mechanism" doc:"empty (no SASL), plain, scram-sha-256 or scram-sha-512"`
+	Username     string `yaml:"username" doc:"SASL user name"`
+	Password     Secret `yaml:"password" doc:"SASL password; prefer the environment or password_file; never logged"`
+	PasswordFile string `yaml:"password_file" doc:"file holding the SASL password (a mounted Secret); trailing newline ignored"`
+}
+
+// Checkpoint says where and how often learner state is made durable.
+type Checkpoint struct {
+	Dir        string        `yaml:"dir" doc:"Badger directory for learner state, pending labels and offsets (a persistent volume)"`
+	Interval   time.Duration `yaml:"interval" doc:"time between checkpoints of a partition"`
+	MaxRecords int           `yaml:"max_records" doc:"records after which a partition checkpoints even before interval"`
+}
+
+// Labels bounds the pending-label join.
+type Labels struct {
+	TTL        time.Duration `yaml:"ttl" doc:"event-time age after which a prediction still waiting for its label expires (counted)"`
+	MaxPending int           `yaml:"max_pending" doc:"pending predictions kept per partition; the oldest expire beyond it (counted)"`
+}
+
+// Cache bounds the learners held in memory.
+type Cache struct {
+	MaxLearners int `yaml:"max_learners" doc:"learners kept in memory per partition; colder ones live only in Badger and are read back on demand"`
+}
+
+// Output shapes the prediction records.
+type Output struct {
+	TopK         int           `yaml:"top_k" doc:"arms listed in the ranking of a decision record scored by a regression learner"`
+	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"output writer batch timeout: the longest a prediction waits to be batched (latency vs throughput)"`
+}
+
+// HTTP serves /metrics, /healthz and /readyz.
+type HTTP struct {
+	Addr string `yaml:"addr" doc:"listen address of the HTTP server; empty = no server"`
+}
+
+// Log configures zerolog.
+type Log struct {
+	Level  string `yaml:"level" doc:"trace, debug, info, warn or error"`
+	Format string `yaml:"format" doc:"json (one object a line) or console (human-readable)"`
+}
+
+// Shutdown bounds the exit on SIGTERM/SIGINT.
+type Shutdown struct {
+	Grace time.Duration `yaml:"grace" doc:"time allowed to finish the record in hand, checkpoint every partition and leave the group; keep it below the pod's terminationGracePeriodSeconds"`
+}
+
+// Default returns the configuration every file and environment variable
+// overrides. The model has no default: model.algorithm and model.dim are
+// required.
+func Default() Config {
+	return Config{
+		Kafka: Kafka{
+			Brokers:     []string{"localhost:9092"},
+			Group:       "kernelstream",
+			ClientID:    "kernelstream",
+			InputTopic:  "features",
+			OutputTopic: "predictions",
+			DLQTopic:    "dead-letters",
+			StartOffset: "earliest",
+
+			SessionTimeout:    10 * time.Second,
+			HeartbeatInterval: time.Second,
+			RebalanceTimeout:  30 * time.Second,
+			RetryBackoffMax:   5 * time.Second,
+			MaxValueBytes:     1 << 20,
+		},
+		Model: models.Spec{Kernel: models.KernelSpec{Type: "gaussian"}},
+		Checkpoint: Checkpoint{
+			Dir:        "/var/lib/kernelstream",
+			Interval:   5 * time.Second,
+			MaxRecords: 10000,
+		},
+		Labels:   Labels{TTL: time.Hour, MaxPending: 100000},
+		Cache:    Cache{MaxLearners: 100000},
+		Output:   Output{TopK: 10, BatchTimeout: 2 * time.Millisecond},
+		HTTP:     HTTP{Addr: ":8080"},
+		Log:      Log{Level: "info", Format: "json"},
+		Shutdown: Shutdown{Grace: 25 * time.Second},
+	}
+}

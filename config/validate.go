@@ -1,0 +1,137 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Validate checks every key and returns all problems at once, each naming
+// its key. It touches no file and no network (so a Kubernetes ConfigMap can be
+// validated anywhere); files named by the TLS and SASL keys are read, with
+// errors naming the key, when the Kafka dialer is built.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	k := c.Kafka
+	if len(k.Brokers) == 0 {
+		bad("kafka.brokers", "at least one broker host:port is required")
+	}
+	for i, b := range k.Brokers {
+		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q is not host:port", b)
+		}
+	}
+	for _, s := range []struct{ key, val string }{
+		{"kafka.group", k.Group},
+		{"kafka.input_topic", k.InputTopic},
+		{"kafka.output_topic", k.OutputTopic},
+		{"kafka.dlq_topic", k.DLQTopic},
+	} {
+		if strings.TrimSpace(s.val) == "" {
+			bad(s.key, "must not be empty")
+		}
+	}
+	topics := map[string]string{}
+	for _, s := range []struct{ key, val string }{
+		{"kafka.input_topic", k.InputTopic},
+		{"kafka.output_topic", k.OutputTopic},
+		{"kafka.dlq_topic", k.DLQTopic},
+		{"kafka.labels_topic", k.LabelsTopic},
+	} {
+		if s.val == "" {
+			continue
+		}
+		if prev, dup := topics[s.val]; dup {
+			bad(s.key, "topic %q is already %s", s.val, prev)
+		}
+		topics[s.val] = s.key
+	}
+	if k.StartOffset != "earliest" && k.StartOffset != "latest" {
+		bad("kafka.start_offset", "%q: want earliest or latest", k.StartOffset)
+	}
+	positiveDuration(bad, "kafka.session_timeout", k.SessionTimeout)
+	positiveDuration(bad, "kafka.heartbeat_interval", k.HeartbeatInterval)
+	positiveDuration(bad, "kafka.rebalance_timeout", k.RebalanceTimeout)
+	positiveDuration(bad, "kafka.retry_backoff_max", k.RetryBackoffMax)
+	if k.HeartbeatInterval >= k.SessionTimeout && k.HeartbeatInterval > 0 {
+		bad("kafka.heartbeat_interval", "%v must be below kafka.session_timeout %v", k.HeartbeatInterval, k.SessionTimeout)
+	}
+	if k.MaxValueBytes <= 0 {
+		bad("kafka.max_value_bytes", "%d must be > 0", k.MaxValueBytes)
+	}
+	t := k.TLS
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify) {
+		bad("kafka.tls.enabled", "is false but other kafka.tls keys are set; set it to true or remove them")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("kafka.tls.cert_file", "cert_file and key_file go together (mutual TLS)")
+	}
+	s := k.SASL
+	switch s.Mechanism {
+	case "":
+		if s.Username != "" || s.Password != "" || s.PasswordFile != "" {
+			bad("kafka.sasl.mechanism", "is empty but a username or password is set; choose plain, scram-sha-256 or scram-sha-512")
+		}
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if s.Username == "" {
+			bad("kafka.sasl.username", "required with mechanism %s", s.Mechanism)
+		}
+		if (s.Password == "") == (s.PasswordFile == "") {
+			bad("kafka.sasl.password", "give exactly one of kafka.sasl.password (e.g. from %sKAFKA_SASL_PASSWORD) and kafka.sasl.password_file", EnvPrefix)
+		}
+	default:
+		bad("kafka.sasl.mechanism", "%q: want plain, scram-sha-256 or scram-sha-512", s.Mechanism)
+	}
+	if c.Model.Algorithm == "" {
+		bad("model.algorithm", "required")
+	} else if err := c.Model.Validate(); err != nil {
+		bad("model", "%v", err)
+	}
+	if c.Checkpoint.Dir == "" {
+		bad("checkpoint.dir", "must not be empty")
+	}
+	positiveDuration(bad, "checkpoint.interval", c.Checkpoint.Interval)
+	if c.Checkpoint.MaxRecords <= 0 {
+		bad("checkpoint.max_records", "%d must be > 0", c.Checkpoint.MaxRecords)
+	}
+	positiveDuration(bad, "labels.ttl", c.Labels.TTL)
+	if c.Labels.MaxPending <= 0 {
+		bad("labels.max_pending", "%d must be > 0", c.Labels.MaxPending)
+	}
+	if c.Cache.MaxLearners <= 0 {
+		bad("cache.max_learners", "%d must be > 0", c.Cache.MaxLearners)
+	}
+	if c.Output.TopK < 0 {
+		bad("output.top_k", "%d must be >= 0", c.Output.TopK)
+	}
+	positiveDuration(bad, "output.batch_timeout", c.Output.BatchTimeout)
+	if c.HTTP.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+			bad("http.addr", "%q is not [host]:port", c.HTTP.Addr)
+		}
+	}
+	switch c.Log.Level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: want trace, debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "json" && c.Log.Format != "console" {
+		bad("log.format", "%q: want json or console", c.Log.Format)
+	}
+	positiveDuration(bad, "shutdown.grace", c.Shutdown.Grace)
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("config: invalid: %w", errors.Join(errs...))
+}
+
+func positiveDuration(bad func(key, format string, a ...any), key string, d time.Duration) {
+	if d <= 0 {
+		bad(key, "%v must be > 0", d)
+	}
+}

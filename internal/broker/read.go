@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// ReadAll returns every message of topic, partition by partition in offset
+// order, reading each partition up to the high watermark it had when ReadAll
+// looked (so it returns instead of waiting for more).
+func ReadAll(ctx context.Context, addrs []string, topic string) ([]kafka.Message, error) {
+	conn, err := kafka.DialContext(ctx, "tcp", addrs[0])
+	if err != nil {
+		return nil, fmt.Errorf("broker: dial: %w", err)
+	}
+	parts, err := conn.ReadPartitions(topic)
+	conn.Close()
+	if err != nil {
+		return nil, fmt.Errorf("broker: partitions of %s: %w", topic, err)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
+	out := make([][]kafka.Message, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = readPartition(ctx, addrs, topic, p.ID)
+		}()
+	}
+	wg.Wait()
+	var all []kafka.Message
+	for i := range parts {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		all = append(all, out[i]...)
+	}
+	return all, nil
+}
+
+func readPartition(ctx context.Context, addrs []string, topic string, partition int) ([]kafka.Message, error) {
+	leader, err := kafka.DialLeader(ctx, "tcp", addrs[0], topic, partition)
+	if err != nil {
+		return nil, fmt.Errorf("broker: dial leader of %s/%d: %w", topic, partition, err)
+	}
+	first, last, err := leader.ReadOffsets()
+	leader.Close()
+	if err != nil {
+		return nil, fmt.Errorf("broker: offsets of %s/%d: %w", topic, partition, err)
+	}
+	if last <= first {
+		return nil, nil
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: addrs, Topic: topic, Partition: partition,
+		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
+	})
+	defer r.Close()
+	if err := r.SetOffset(first); err != nil {
+		return nil, err
+	}
+	msgs := make([]kafka.Message, 0, last-first)
+	for {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("broker: read %s/%d: %w", topic, partition, err)
+		}
+		msgs = append(msgs, m)
+		if m.Offset >= last-1 {
+			return msgs, nil
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package feed
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/kernelstream/kernelstream/internal/synth"
+)
+
+type wire struct {
+	ID string    `json:"id"`
+	X  []float64 `json:"x"`
+	Y  *float64  `json:"y"`
+}
+
+func records(t *testing.T, labels string, n int) ([]Record, []synth.Example) {
+	t.Helper()
+	src, _ := synth.New("sines", synth.Options{Keys: 3, Dim: 4, Seed: 2})
+	ref, _ := synth.New("sines", synth.Options{Keys: 3, Dim: 4, Seed: 2})
+	f, err := New(src, Options{Labels: labels, MaxDelay: 5, Seed: 9, N: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Record
+	var r Record
+	for f.Next(&r) {
+		out = append(out, Record{Key: append([]byte(nil), r.Key...), Value: append([]byte(nil), r.Value...), Label: r.Label, ID: r.ID, Y: r.Y})
+	}
+	var exs []synth.Example
+	for i := 0; i < n; i++ {
+		var e synth.Example
+		ref.Next(&e)
+		exs = append(exs, e)
+	}
+	return out, exs
+}
+
+func TestInlineRecordsRoundTrip(t *testing.T) {
+	recs, exs := records(t, "inline", 50)
+	if len(recs) != 50 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for i, r := range recs {
+		var w wire
+		if err := json.Unmarshal(r.Value, &w); err != nil {
+			t.Fatal(err)
+		}
+		e := exs[i]
+		if w.ID != e.ID() || string(r.Key) != e.Key || w.Y == nil || *w.Y != e.Y || len(w.X) != 4 {
+			t.Fatalf("record %d = %s, want %+v", i, r.Value, e)
+		}
+		for j := range w.X {
+			if w.X[j] != e.X[j] {
+				t.Fatalf("x not exact: %v vs %v", w.X[j], e.X[j])
+			}
+		}
+	}
+}
+
+func TestDelayedLabelsFollowTheirFeatures(t *testing.T) {
+	recs, exs := records(t, "delayed", 200)
+	again, _ := records(t, "delayed", 200)
+	if len(recs) != 400 {
+		t.Fatalf("%d records, want 400", len(recs))
+	}
+	pos := map[string]int{}
+	features := 0
+	for i, r := range recs {
+		if string(again[i].Value) != string(r.Value) {
+			t.Fatal("delayed feed is not deterministic")
+		}
+		var w wire
+		if err := json.Unmarshal(r.Value, &w); err != nil {
+			t.Fatal(err)
+		}
+		if !r.Label {
+			if w.Y != nil || w.X == nil {
+				t.Fatalf("feature record with y: %s", r.Value)
+			}
+			pos[w.ID] = features
+			features++
+			continue
+		}
+		at, ok := pos[w.ID]
+		if !ok || w.X != nil || w.Y == nil {
+			t.Fatalf("label %s before its features", r.Value)
+		}
+		if d := features - at; d < 1 || (d > 5 && features < 200) {
+			t.Fatalf("label of %s delayed by %d features", w.ID, d)
+		}
+		delete(pos, w.ID)
+	}
+	if len(pos) != 0 {
+		t.Errorf("%d labels never emitted", len(pos))
+	}
+	_ = exs
+}

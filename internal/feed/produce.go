@@ -1,0 +1,129 @@
+package feed
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Target says where records go.
+type Target struct {
+	Brokers []string
+	Topic   string
+	// LabelsTopic receives the delayed labels; empty = Topic.
+	LabelsTopic string
+	// Transport carries TLS/SASL settings; nil = kafka-go's default.
+	Transport kafka.RoundTripper
+}
+
+// ProduceOptions pace the producer.
+type ProduceOptions struct {
+	// Rate is the target number of records per second (0 = as fast as possible).
+	Rate float64
+	// Batch is the number of records per WriteMessages call (default 500, or
+	// fewer at a low rate so the pacing stays smooth).
+	Batch int
+	// Progress, if set, is called after each batch with the records written.
+	Progress func(written int)
+	// OnRecord, if set, sees every record just before it is written (the
+	// demo keeps the labels to score predictions with).
+	OnRecord func(r *Record)
+}
+
+// NewWriter returns the kafka-go Writer the feed uses: murmur2 key hashing
+// (the Java client's partitioner, so keys land where other producers put
+// them), every replica acknowledging, and a short batch timeout.
+func NewWriter(t Target, topic string) *kafka.Writer {
+	return &kafka.Writer{
+		Addr:         kafka.TCP(t.Brokers...),
+		Topic:        topic,
+		Balancer:     &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 2 * time.Millisecond,
+		BatchSize:    1000,
+		BatchBytes:   16 << 20,
+		Transport:    t.Transport,
+	}
+}
+
+// Produce writes every record of f to t and returns how many it wrote.
+// Records of one key keep their order (one synchronous batch at a time).
+func Produce(ctx context.Context, f *Feed, t Target, o ProduceOptions) (int, error) {
+	input := NewWriter(t, t.Topic)
+	defer input.Close()
+	labels := input
+	if t.LabelsTopic != "" && t.LabelsTopic != t.Topic {
+		labels = NewWriter(t, t.LabelsTopic)
+		defer labels.Close()
+	}
+	batch := o.Batch
+	if batch <= 0 {
+		batch = 500
+		if o.Rate > 0 && o.Rate < 5000 {
+			batch = max(1, int(o.Rate/100)) // about 100 batches a second
+		}
+	}
+	var (
+		rec      Record
+		inMsgs   []kafka.Message
+		lblMsgs  []kafka.Message
+		written  int
+		start    = time.Now()
+		flushErr error
+	)
+	flush := func() {
+		if len(inMsgs) > 0 {
+			if err := input.WriteMessages(ctx, inMsgs...); err != nil {
+				flushErr = fmt.Errorf("feed: write %s: %w", t.Topic, err)
+				return
+			}
+		}
+		if len(lblMsgs) > 0 {
+			if err := labels.WriteMessages(ctx, lblMsgs...); err != nil {
+				flushErr = fmt.Errorf("feed: write %s: %w", labels.Topic, err)
+				return
+			}
+		}
+		written += len(inMsgs) + len(lblMsgs)
+		inMsgs, lblMsgs = inMsgs[:0], lblMsgs[:0]
+		if o.Progress != nil {
+			o.Progress(written)
+		}
+		if o.Rate > 0 {
+			due := start.Add(time.Duration(float64(written) / o.Rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
+		}
+	}
+	for f.Next(&rec) {
+		if o.OnRecord != nil {
+			o.OnRecord(&rec)
+		}
+		m := kafka.Message{Key: append([]byte(nil), rec.Key...), Value: append([]byte(nil), rec.Value...)}
+		if rec.Label && labels != input {
+			lblMsgs = append(lblMsgs, m)
+		} else {
+			inMsgs = append(inMsgs, m)
+		}
+		if len(inMsgs)+len(lblMsgs) >= batch {
+			// A label must not overtake its features: both writers are
+			// flushed together, input first.
+			if flush(); flushErr != nil {
+				return written, flushErr
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return written, err
+		}
+	}
+	if flush(); flushErr != nil {
+		return written, flushErr
+	}
+	return written, nil
+}

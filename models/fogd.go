@@ -1,0 +1,170 @@
+package models
+
+// FOGD: Fourier Online Gradient Descent (Lu, Hoi, Wang, Zhao, Liu, "Large
+// Scale Online Kernel Learning", JMLR 17, 2016, Algorithm 1), the
+// random-feature baseline of FORKS' Table 1 (spec seed-001 §10.3).
+//
+// Random Fourier features for the Gaussian kernel (Rahimi & Recht 2007):
+// u_1..u_D ~ N(0, sigma^-2 I_d) and
+//
+//	z(x) = [cos(u_1^T x) .. cos(u_D^T x), sin(u_1^T x) .. sin(u_D^T x)] / sqrt(D)
+//
+// so that z(x)^T z(x') ~ exp(-||x-x'||^2 / (2 sigma^2)); then plain online
+// gradient descent w <- w - eta l'(w^T z, y) z (hinge: w += eta y z when
+// y f < 1).
+//
+// Choices, as tagged in the spec:
+//   - [R §14.8] params.D counts frequencies; the feature vector has 2D
+//     entries. Default D = 400, the paper's "feature dimension = 4B" read as
+//     the LSOKL toolbox does (4B frequencies at B = 100).
+//   - [SUGGEST §10.3] features are scaled by 1/sqrt(D) (as in the JMLR
+//     paper), so the default eta = 0.2 means what it means for KOGD; the
+//     toolbox's unscaled features with eta = 0.002 are not reproduced.
+//   - The frequencies are drawn from the key's PRNG (seeded by Setup.Seed)
+//     when the learner is built, and are NOT in the state: UnmarshalBinary is
+//     always called on a learner built from the same spec and key, which
+//     regenerates the same D x d matrix. The blob is then 2D weights plus a
+//     counter (6.4 KB at D = 400) instead of D(d+2) numbers; the price is
+//     D x d Gaussian draws when a cold key is loaded.
+//   - Only the Gaussian kernel has these features; any other kernel is a spec
+//     error.
+//   - Losses: hinge (default), logistic, squared hinge, square.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kernelstream/kernelstream/internal/linalg"
+)
+
+func init() {
+	Register(Algorithm{
+		Name:    "fogd",
+		Losses:  []string{"hinge", "logistic", "squared-hinge", "square"},
+		Summary: "FOGD (Lu et al. 2016): online gradient descent on D random Fourier features of a Gaussian kernel",
+		New:     newFOGD,
+	})
+}
+
+const fogdStateVersion = 1
+
+type fogd struct {
+	d, D int
+	eta  float64
+	loss Loss
+	cls  bool
+	u    []float64 // D x d frequencies (regenerated from the seed, not state)
+	w    []float64 // 2D
+	n    int       // updates seen
+
+	zs, wNew []float64 // scratch
+	memoOK   bool      // memoZ = z(memoX); z does not depend on the state
+	memoX    []float64
+	memoZ    []float64
+}
+
+func newFOGD(s *Setup) (Learner, error) {
+	p := s.Params
+	D := p.Int("D", 400, 1, 1<<20)
+	eta := p.Positive("eta", 0.2)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	g, ok := s.Kernel.(*Gaussian)
+	if !ok {
+		return nil, fmt.Errorf("%w: fogd: random Fourier features need a gaussian kernel, got %T", ErrSpec, s.Kernel)
+	}
+	if int64(D)*int64(s.Dim) > 1<<26 {
+		return nil, fmt.Errorf("%w: fogd: D*dim = %d frequencies exceed 2^26", ErrSpec, int64(D)*int64(s.Dim))
+	}
+	l := &fogd{
+		d: s.Dim, D: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
+		u: make([]float64, D*s.Dim), w: make([]float64, 2*D),
+		zs: make([]float64, 2*D), wNew: make([]float64, 2*D),
+		memoX: make([]float64, s.Dim), memoZ: make([]float64, 2*D),
+	}
+	rng := NewRand(s.Seed)
+	for i := range l.u {
+		l.u[i] = rng.Norm() / g.Sigma
+	}
+	return l, nil
+}
+
+func (l *fogd) Size() int { return l.D }
+
+// features writes z(x) into dst (2D).
+func (l *fogd) features(dst, x []float64) {
+	scale := 1 / math.Sqrt(float64(l.D))
+	d := l.d
+	for i := 0; i < l.D; i++ {
+		a := linalg.Dot(l.u[i*d:(i+1)*d], x)
+		s, c := math.Sincos(a)
+		dst[i] = c * scale
+		dst[l.D+i] = s * scale
+	}
+}
+
+func (l *fogd) Predict(x []float64) Prediction {
+	l.features(l.memoZ, x)
+	copy(l.memoX, x)
+	l.memoOK = true
+	return Prediction{Value: linalg.Dot(l.w, l.memoZ), Choice: -1, Prob: 1}
+}
+
+func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
+	if l.cls {
+		y = Label(y)
+	}
+	z := l.zs
+	if l.memoOK && len(x) == l.d && fogdEqual(x, l.memoX) {
+		copy(z, l.memoZ)
+	} else {
+		l.features(z, x)
+	}
+	f := linalg.Dot(l.w, z)
+	dl := l.loss.Deriv(f, y)
+	if dl != 0 {
+		copy(l.wNew, l.w)
+		linalg.Axpy(-l.eta*dl, z, l.wNew)
+		if !linalg.AllFinite(l.wNew) {
+			return fmt.Errorf("fogd: %w", ErrNumerical)
+		}
+		l.w, l.wNew = l.wNew, l.w
+	}
+	l.n++
+	return nil
+}
+
+func fogdEqual(a, b []float64) bool {
+	for i, v := range a {
+		if v != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *fogd) MarshalBinary() ([]byte, error) {
+	w := NewStateWriter(make([]byte, 0, 64+16*l.D), "fogd", fogdStateVersion)
+	w.Int(l.n)
+	w.Floats(l.w)
+	return w.Finish(), nil
+}
+
+func (l *fogd) UnmarshalBinary(blob []byte) error {
+	r, _, err := NewStateReader(blob, "fogd", fogdStateVersion)
+	if err != nil {
+		return err
+	}
+	n := r.Int()
+	r.Check(n >= 0, "update count")
+	w := r.Floats(nil)
+	r.Check(len(w) == 2*l.D, "weight count (params.D differs?)")
+	if err := r.Err(); err != nil {
+		return err
+	}
+	l.n = n
+	copy(l.w, w)
+	l.memoOK = false
+	return nil
+}

@@ -1,0 +1,791 @@
+package models
+
+// FORKS: Wen, Zhang, Wei, Hou, Li, Zhang, "Fast Second-Order Online Kernel
+// Learning Through Incremental Matrix Sketching and Decomposition"
+// (arXiv 2410.11188 v2), Algorithm 1 as reconstructed in spec seed-001 §6.2.
+//
+// Stage 1 (Algorithm 1 lines 3-6): KOGD on a budget of B support vectors;
+// a record is added when its loss is non-zero (see forksStage1).
+// When the budget fills (line 7-9): the sketches Phi_pm = S_p^T K S_m and
+// Phi_pp = S_p^T K S_p of Eq. 3 are built from the B x B kernel matrix with a
+// CountSketch S_p (SJLT with one block, "d = 1", §2.1) and a uniform column
+// sample S_m of s_m landmarks (§2.2), Phi_pp ~ V Lambda V^T at rank k, and the
+// explicit feature map of Eq. 5 is phi(x) = Z^T c_m(x) with
+// Z = pinv(Phi_pm) V Lambda^{1/2} and c_m(x) the kernel values at the landmarks.
+// Stage 2, every record: ONS in R^k (Eq. 10) with the generalized projection
+// onto |phi^T w| <= C, A^{-1} kept by Sherman-Morrison (O(k^2)).
+// Every rho-th stage-2 record is an update round (lines 10-12): the record
+// enters the sketch (Eq. 4 / Eq. 11 / App. B.1), TISVD (Algorithm 2,
+// tisvd.go) refreshes V, Lambda with the rank-2 update of Eq. 12, Z is
+// recomputed, and the ONS state is reset to A = alpha I, w = 0.
+//
+// Choices, as tagged in the spec:
+//   - [R §6.3.2, SUGGEST] an update round predicts with the old model first;
+//     the sketch update and the reset happen in Update, which then takes one
+//     ONS step in the new feature space from w = 0.
+//   - [R §14.5, CODE] the new sub-sampling row s_m^(t+1) is 0: landmarks stay
+//     the s_m support vectors sampled when the sketch is built, so Phi_pm gains
+//     only the rank-1 term s_p b^T with b = c_m(x_t).
+//   - [CODE §14.6] psi (the new kernel column) runs over the B initial support
+//     vectors only, whose CountSketch rows are kept; a new point's SJLT row is
+//     drawn fresh and not stored. Memory stays O(B d) on an unbounded stream
+//     (the paper's variant grows with every update round). Phi_pp may then be
+//     indefinite; TISVD keeps the k largest eigenvalues and the feature map
+//     uses sqrt(max(lambda, 0)) (§11.2).
+//   - [P §14.3] A_t includes g_t (standard ONS, Algorithm 1 line 19 before 20):
+//     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
+//   - [R §14.2] lazy projection: the state holds the unprojected v; Predict
+//     projects it with the current record's phi (Eq. 10b with phi_{t+1}), so
+//     f = clamp(phi^T v, -C, C) exactly; Update recomputes the projected w and
+//     steps from it. When phi^T A^{-1} phi < 1e-12 the projection is skipped
+//     and f is clamped directly (§11.8).
+//   - [P §14.7] rho counts every stage-2 record (the paper's "once every rho
+//     examples"), not only margin errors as the reference code does. There is
+//     no N in a stream, so rho is absolute; default 2000 (see docs/forks.md).
+//   - [SUGGEST §6.3.3] when the sketch is built, w starts at the least-squares
+//     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
+//     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
+//     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
+//   - [SUGGEST §11.6] pinv(Phi_pm) by a one-sided Jacobi SVD with the relative
+//     cut-off max(s_p, s_m) eps sigma_max, recomputed only in update rounds.
+//   - Stage-1 admission: hinge, squared hinge and logistic add x when
+//     y f < 1 (for hinge and squared hinge that is "loss > 0"; for logistic the
+//     spec's margin rule, §7 [SUGGEST], since its loss is never 0); square
+//     loss adds every record with f != y. The KOGD coefficient is -eta l'(f, y)
+//     (hinge: eta y), no shrinking (§10.1).
+//   - Losses: hinge (default, Tables 1-3), squared hinge (KuaiRec Fig. 3b),
+//     logistic [SUGGEST §7], square for regression [SUGGEST §7]; for square
+//     loss C must cover the targets' range (default C = 1 suits [0, 1]).
+//   - D = 1 SJLT block (all the paper's experiments); float64 throughout (§11.1).
+//
+// Numerical guard: every update computes into scratch (including TISVD's next
+// buffers and the next Z), checks finiteness, and only then commits; the PRNG
+// draw of an update round is undone when the round is rejected.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kernelstream/kernelstream/internal/linalg"
+)
+
+func init() {
+	Register(Algorithm{
+		Name:    "forks",
+		Losses:  []string{"hinge", "logistic", "squared-hinge", "square"},
+		Summary: "FORKS (Wen et al.): budgeted KOGD, then ONS on an incrementally sketched Nystrom map kept by TISVD; O(s_m k + k^2) per record",
+		New:     newFORKS,
+	})
+}
+
+const forksStateVersion = 1
+
+type forks struct {
+	d                       int
+	B, sp, sm, k, rho       int
+	eta, alpha, beta, bound float64
+	eager                   bool // projection: "eager" ([CODE]) instead of "lazy"
+	kern                    Kernel
+	loss                    Loss
+	cls                     bool
+	rng                     Rand
+
+	st1 forksStage1
+
+	sketched bool
+	r        int       // stage-2 records seen since the sketch was built
+	code     []int     // B: CountSketch row of SV i as sign*(bucket+1)
+	lm       []int     // sm: landmark indices into the support vectors
+	lmX      []float64 // sm x d: landmark points (copies of SV rows)
+	phiPM    []float64 // sp x sm row-major
+	ts       *tisvd    // V (sp x k), Lambda (k)
+	z        []float64 // sm x k row-major
+	v        []float64 // k: unprojected ONS iterate
+	ainv     []float64 // k x k: A^{-1}
+
+	// scratch (not state)
+	cm, phi, q, w, vNew []float64
+	psi, a, xcols       []float64
+	svdA, svdV, svdS    []float64
+	tmat, zNext         []float64
+	rowNew              []float64
+	memo                forksMemo
+}
+
+// forksMemo lets Update reuse the kernel work of the Predict that preceded it
+// on the same x (the usual inline-label case). It is invisible: a miss just
+// recomputes.
+type forksMemo struct {
+	ok  bool
+	gen uint64
+	x   []float64
+	f   float64   // stage 1
+	phi []float64 // stage 2
+}
+
+func newFORKS(s *Setup) (Learner, error) {
+	p := s.Params
+	B := p.Int("B", 100, 2, 1<<16)
+	sp := p.Int("sp", B, 1, 1<<16)
+	smDef := int(math.Round(0.2 * float64(sp)))
+	smDef = max(1, min(smDef, B))
+	sm := p.Int("sm", smDef, 1, 1<<16)
+	kDef := max(1, min(B/10, sp))
+	k := p.Int("k", kDef, 1, 1<<12)
+	rho := p.Int("rho", 2000, 1, math.MaxInt32)
+	eta := p.Positive("eta", 0.2)
+	alpha := p.Positive("alpha", 0.01)
+	beta := p.Positive("beta", 0.5)
+	bound := p.Positive("C", 1)
+	proj := p.String("projection", "eager", "eager", "lazy")
+	if sm > B {
+		p.Fail("sm = %d must be <= B = %d (landmarks are support vectors)", sm, B)
+	}
+	if k > sp {
+		p.Fail("k = %d must be <= sp = %d", k, sp)
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	l := &forks{
+		d: s.Dim, B: B, sp: sp, sm: sm, k: k, rho: rho,
+		eta: eta, alpha: alpha, beta: beta, bound: bound, eager: proj == "eager",
+		kern: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
+	}
+	l.rng.Seed(s.Seed)
+	l.st1.init(B, s.Dim)
+	l.cm = make([]float64, sm)
+	l.phi = make([]float64, k)
+	l.q = make([]float64, k)
+	l.w = make([]float64, k)
+	l.vNew = make([]float64, k)
+	l.psi = make([]float64, B)
+	l.memo.x = make([]float64, s.Dim)
+	l.memo.phi = make([]float64, k)
+	return l, nil
+}
+
+// allocSketch sizes the stage-2 state and scratch (once, when the sketch is
+// built or restored).
+func (l *forks) allocSketch() {
+	l.code = make([]int, l.B)
+	l.lm = make([]int, l.sm)
+	l.lmX = make([]float64, l.sm*l.d)
+	l.phiPM = make([]float64, l.sp*l.sm)
+	l.ts = newTISVD(l.sp, l.k, 2)
+	l.z = make([]float64, l.sm*l.k)
+	l.v = make([]float64, l.k)
+	l.ainv = make([]float64, l.k*l.k)
+	l.a = make([]float64, l.sp)
+	l.xcols = make([]float64, 2*l.sp)
+	l.svdA = make([]float64, l.sp*l.sm)
+	l.svdV = make([]float64, l.sm*l.sm)
+	l.svdS = make([]float64, l.sm)
+	l.tmat = make([]float64, l.sm*l.k)
+	l.zNext = make([]float64, l.sm*l.k)
+	l.rowNew = make([]float64, l.sm)
+}
+
+func (l *forks) Size() int { return l.st1.n }
+
+func (l *forks) label(y float64) float64 {
+	if l.cls {
+		return Label(y)
+	}
+	return y
+}
+
+// features writes phi(x) = Z^T c_m(x) into dst.
+func (l *forks) features(dst, x []float64) {
+	KernelVector(l.kern, l.cm, l.lmX, x)
+	for i := range dst {
+		dst[i] = 0
+	}
+	for j, c := range l.cm {
+		if c != 0 {
+			linalg.Axpy(c, l.z[j*l.k:(j+1)*l.k], dst)
+		}
+	}
+}
+
+func (l *forks) clamp(z float64) float64 {
+	return math.Max(-l.bound, math.Min(l.bound, z))
+}
+
+// Predict is f = sum_i alpha_i kappa(SV_i, x) in stage 1 and
+// f = phi^T Proj(v) = clamp(phi^T v, -C, C) in stage 2 (Eq. 10b).
+func (l *forks) Predict(x []float64) Prediction {
+	var f float64
+	if !l.sketched {
+		f = l.st1.score(l.kern, x)
+		l.memo.f = f
+	} else {
+		l.features(l.memo.phi, x)
+		f = linalg.Dot(l.memo.phi, l.v)
+		if !l.eager {
+			f = l.clamp(f)
+		}
+	}
+	copy(l.memo.x, x)
+	l.memo.gen, l.memo.ok = l.st1.gen, true
+	return Prediction{Value: f, Choice: -1, Prob: 1}
+}
+
+func (l *forks) memoHit(x []float64) bool {
+	if !l.memo.ok || l.memo.gen != l.st1.gen || len(x) != len(l.memo.x) {
+		return false
+	}
+	for i, v := range x {
+		if v != l.memo.x[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *forks) Update(x []float64, _ Prediction, y float64) error {
+	y = l.label(y)
+	if !l.sketched {
+		f := l.memo.f
+		if !l.memoHit(x) {
+			f = l.st1.score(l.kern, x)
+		}
+		coef, add := forksAdmit(l.loss, l.cls, f, y, l.eta)
+		if !add {
+			return nil
+		}
+		if math.IsNaN(coef) || math.IsInf(coef, 0) || !linalg.AllFinite(x) {
+			return fmt.Errorf("forks: stage-1 coefficient %v: %w", coef, ErrNumerical)
+		}
+		l.st1.add(x, coef)
+		if l.st1.n == l.B {
+			if err := l.buildSketch(); err != nil {
+				l.st1.pop()
+				return err
+			}
+		}
+		return nil
+	}
+	phi := l.phi
+	if l.memoHit(x) {
+		copy(phi, l.memo.phi)
+	} else {
+		l.features(phi, x)
+	}
+	r := l.r + 1
+	if r%l.rho == 0 {
+		return l.updateRound(x, y, r)
+	}
+	if l.eager {
+		return l.eagerStep(phi, y, r)
+	}
+	// w = Proj_A(v) onto |phi^T w| <= C (Eq. 10b), q = A^{-1} phi when needed.
+	z := linalg.Dot(phi, l.v)
+	f := l.clamp(z)
+	haveQ := false
+	copy(l.w, l.v)
+	if math.Abs(z) > l.bound {
+		l.symMul(l.q, phi)
+		haveQ = true
+		if den := linalg.Dot(phi, l.q); den > 1e-12 {
+			h := math.Copysign(math.Abs(z)-l.bound, z)
+			linalg.Axpy(-h/den, l.q, l.w)
+		}
+	}
+	dl := l.loss.Deriv(f, y)
+	if dl == 0 {
+		if haveQ {
+			if !linalg.AllFinite(l.w) {
+				return fmt.Errorf("forks: projection: %w", ErrNumerical)
+			}
+			copy(l.v, l.w)
+		}
+		l.r = r
+		return nil
+	}
+	if !haveQ {
+		l.symMul(l.q, phi)
+	}
+	if err := l.onsStep(dl, phi); err != nil {
+		return err
+	}
+	l.r = r
+	return nil
+}
+
+// onsStep is Eq. 10a with A_t = A_{t-1} + beta g g^T, g = dl phi and
+// q = A_{t-1}^{-1} phi already in l.q, starting from the projected l.w:
+// A_t^{-1} g = dl q / (1 + beta dl^2 phi^T q) (Sherman-Morrison), so
+// v = w - dl q / den and A^{-1} -= beta dl^2 q q^T / den. Checked before any write.
+func (l *forks) onsStep(dl float64, phi []float64) error {
+	gq := dl * dl * linalg.Dot(phi, l.q)
+	den := 1 + l.beta*gq
+	if !(den > 0) || math.IsInf(den, 0) {
+		return fmt.Errorf("forks: ONS denominator %v: %w", den, ErrNumerical)
+	}
+	copy(l.vNew, l.w)
+	linalg.Axpy(-dl/den, l.q, l.vNew)
+	if !linalg.AllFinite(l.vNew) || !linalg.AllFinite(l.q) {
+		return fmt.Errorf("forks: ONS step: %w", ErrNumerical)
+	}
+	c := l.beta * dl * dl / den
+	k := l.k
+	for i := 0; i < k; i++ {
+		ci := c * l.q[i]
+		row := l.ainv[i*k : (i+1)*k]
+		for j := i; j < k; j++ {
+			row[j] -= ci * l.q[j]
+		}
+	}
+	for i := 1; i < k; i++ { // mirror the upper triangle: A^{-1} stays exactly symmetric
+		for j := 0; j < i; j++ {
+			l.ainv[i*k+j] = l.ainv[j*k+i]
+		}
+	}
+	copy(l.v, l.vNew)
+	return nil
+}
+
+// eagerStep is the reference code's order ([CODE] §14.2): the state is the
+// projected w, f = phi^T w unclamped; on a non-zero gradient
+// v = w - A_t^{-1} g, then w = Proj_{A_t}(v) onto |phi_t^T w| <= C with the
+// current record's phi_t. With A_t^{-1} phi = q/den the projection moves v
+// along q by h(phi^T v) / (phi^T q).
+func (l *forks) eagerStep(phi []float64, y float64, r int) error {
+	f := linalg.Dot(phi, l.v)
+	dl := l.loss.Deriv(f, y)
+	if dl == 0 {
+		l.r = r
+		return nil
+	}
+	l.symMul(l.q, phi)
+	copy(l.w, l.v)
+	if err := l.onsStep(dl, phi); err != nil {
+		return err
+	}
+	l.eagerProject(phi)
+	l.r = r
+	return nil
+}
+
+// eagerProject projects l.v onto |phi^T v| <= C in the A-norm, with l.q
+// holding A_{t-1}^{-1} phi (so A_t^{-1} phi is parallel to it).
+func (l *forks) eagerProject(phi []float64) {
+	z := linalg.Dot(phi, l.v)
+	if math.Abs(z) <= l.bound {
+		return
+	}
+	if den := linalg.Dot(phi, l.q); den > 1e-12 {
+		h := math.Copysign(math.Abs(z)-l.bound, z)
+		linalg.Axpy(-h/den, l.q, l.v)
+	}
+}
+
+// symMul is dst = A^{-1} x.
+func (l *forks) symMul(dst, x []float64) {
+	k := l.k
+	for i := 0; i < k; i++ {
+		dst[i] = linalg.Dot(l.ainv[i*k:(i+1)*k], x)
+	}
+}
+
+// resetONS sets A^{-1} = I/alpha (Algorithm 1 line 12).
+func (l *forks) resetONS() {
+	for i := range l.ainv {
+		l.ainv[i] = 0
+	}
+	for i := 0; i < l.k; i++ {
+		l.ainv[i*l.k+i] = 1 / l.alpha
+	}
+}
+
+// updateRound inserts x into the sketch (Eq. 11 with s_m^(t+1) = 0), runs
+// TISVD on Phi_pp's rank-2 update (Eq. 12), recomputes Z (Eq. 5), resets ONS
+// (w = 0, A = alpha I) and takes one ONS step on (x, y) in the new space.
+func (l *forks) updateRound(x []float64, y float64, r int) error {
+	saved := l.rng.State()
+	fail := func(what string) error {
+		l.rng.SetState(saved)
+		return fmt.Errorf("forks: update round %d: %s: %w", r/l.rho, what, ErrNumerical)
+	}
+	// psi = kappa(x, SV_i) over the B support vectors; a = S_p^T psi; b = psi at the landmarks.
+	KernelVector(l.kern, l.psi, l.st1.sv, x)
+	for i := range l.a {
+		l.a[i] = 0
+	}
+	for i, c := range l.code {
+		b, sg := forksDecode(c)
+		l.a[b] += sg * l.psi[i]
+	}
+	h := l.rng.Intn(l.sp)
+	sg := 1.0
+	if l.rng.Uint64()&1 == 1 {
+		sg = -1
+	}
+	kap := l.kern.Diag(x)
+	if !linalg.AllFinite(l.a) || math.IsNaN(kap) || math.IsInf(kap, 0) {
+		return fail("kernel column")
+	}
+	// X = [s, a], G = [[kappa, 1], [1, 0]]: X G X^T = kappa s s^T + s a^T + a s^T.
+	sp := l.sp
+	for i := range l.xcols[:sp] {
+		l.xcols[i] = 0
+	}
+	l.xcols[h] = sg
+	copy(l.xcols[sp:], l.a)
+	g := [4]float64{kap, 1, 1, 0}
+	if !l.ts.update(l.xcols, 2, g[:]) {
+		return fail("TISVD")
+	}
+	// Phi_pm row h gains sg * b (b_j = psi[lm_j]).
+	copy(l.rowNew, l.phiPM[h*l.sm:(h+1)*l.sm])
+	for j, i := range l.lm {
+		l.rowNew[j] += sg * l.psi[i]
+	}
+	if !l.computeZ(l.zNext, l.ts.vNext, l.ts.lamNext, h, l.rowNew) {
+		return fail("feature map")
+	}
+	// phi in the new space: c_m(x) = psi at the landmarks.
+	phi := l.phi
+	for i := range phi {
+		phi[i] = 0
+	}
+	for j, i := range l.lm {
+		if c := l.psi[i]; c != 0 {
+			linalg.Axpy(c, l.zNext[j*l.k:(j+1)*l.k], phi)
+		}
+	}
+	// One ONS step from w = 0, A^{-1} = I/alpha: q = phi/alpha.
+	dl := l.loss.Deriv(0, y)
+	for i := range l.q {
+		l.q[i] = phi[i] / l.alpha
+		l.w[i] = 0
+	}
+	gq := dl * dl * linalg.Dot(phi, l.q)
+	den := 1 + l.beta*gq
+	if !(den > 0) || math.IsInf(den, 0) || !linalg.AllFinite(l.q) {
+		return fail("ONS reset step")
+	}
+	// Commit.
+	copy(l.phiPM[h*l.sm:(h+1)*l.sm], l.rowNew)
+	l.ts.commit()
+	l.z, l.zNext = l.zNext, l.z
+	l.resetONS()
+	for i := range l.v {
+		l.v[i] = 0
+	}
+	if dl != 0 {
+		if err := l.onsStep(dl, phi); err != nil { // cannot fail after the checks above
+			return err
+		}
+		if l.eager {
+			l.eagerProject(phi)
+		}
+	}
+	l.r = r
+	l.st1.gen++ // the feature map changed
+	return nil
+}
+
+// computeZ writes Z = pinv(Phi_pm) V Lambda^{1/2} (sm x k) into dst, with
+// Phi_pm's row h replaced by rowH when h >= 0. It reports finiteness.
+func (l *forks) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
+	sp, sm, k := l.sp, l.sm, l.k
+	// Column-major copy for the one-sided Jacobi SVD.
+	a := l.svdA
+	for r := 0; r < sp; r++ {
+		row := l.phiPM[r*sm : (r+1)*sm]
+		if r == h {
+			row = rowH
+		}
+		for j, v := range row {
+			a[j*sp+r] = v
+		}
+	}
+	linalg.OneSidedSVD(a, sp, sm, l.svdV, l.svdS)
+	smax := 0.0
+	for _, s := range l.svdS {
+		smax = math.Max(smax, s)
+	}
+	tol := float64(max(sp, sm)) * 2.220446049250313e-16 * smax
+	// T = Sigma^+ U^T V Lambda^{1/2}; column j of a is sigma_j u_j, so
+	// T[j,i] = (a_j . V_i) sqrt(lam_i) / sigma_j^2.
+	t := l.tmat
+	for i := range t {
+		t[i] = 0
+	}
+	for j := 0; j < sm; j++ {
+		s := l.svdS[j]
+		if !(s > tol) {
+			continue
+		}
+		aj := a[j*sp : (j+1)*sp]
+		tj := t[j*k : (j+1)*k]
+		for r, ar := range aj {
+			if ar != 0 {
+				linalg.Axpy(ar, V[r*k:(r+1)*k], tj)
+			}
+		}
+		inv := 1 / (s * s)
+		for i := range tj {
+			tj[i] *= inv * math.Sqrt(math.Max(lam[i], 0))
+		}
+	}
+	// Z = Vsvd T.
+	for i := range dst[:sm*k] {
+		dst[i] = 0
+	}
+	for r := 0; r < sm; r++ {
+		dr := dst[r*k : (r+1)*k]
+		for j := 0; j < sm; j++ {
+			if v := l.svdV[r*sm+j]; v != 0 {
+				linalg.Axpy(v, t[j*k:(j+1)*k], dr)
+			}
+		}
+	}
+	return linalg.AllFinite(dst[:sm*k])
+}
+
+func forksDecode(c int) (bucket int, sign float64) {
+	if c < 0 {
+		return -c - 1, -1
+	}
+	return c - 1, 1
+}
+
+// buildSketch is Algorithm 1 lines 8-9 (Eq. 3 with t = B, then Eq. 5): it
+// builds Phi_pm, Phi_pp from the B x B kernel matrix, the rank-k
+// eigen-factors of Phi_pp, Z, and the transferred w.
+func (l *forks) buildSketch() error {
+	saved := l.rng.State()
+	B, sp, sm, d := l.B, l.sp, l.sm, l.d
+	l.allocSketch()
+	undo := func(err error) error {
+		l.rng.SetState(saved)
+		l.code, l.ts = nil, nil // allocSketch again on the next attempt
+		return fmt.Errorf("forks: building the sketch: %w", err)
+	}
+	sv := l.st1.sv
+	K := make([]float64, B*B)
+	for i := 0; i < B; i++ {
+		KernelVector(l.kern, K[i*B:(i+1)*B], sv, sv[i*d:(i+1)*d])
+	}
+	for i := range l.code {
+		b := l.rng.Intn(sp)
+		if l.rng.Uint64()&1 == 1 {
+			l.code[i] = -(b + 1)
+		} else {
+			l.code[i] = b + 1
+		}
+	}
+	// Landmarks: s_m distinct indices, uniform without replacement (§2.2 [CODE]).
+	idx := make([]int, B)
+	for i := range idx {
+		idx[i] = i
+	}
+	for j := 0; j < sm; j++ {
+		o := j + l.rng.Intn(B-j)
+		idx[j], idx[o] = idx[o], idx[j]
+		l.lm[j] = idx[j]
+	}
+	pp := make([]float64, sp*sp)
+	for i := 0; i < B; i++ {
+		bi, gi := forksDecode(l.code[i])
+		for m := 0; m < B; m++ {
+			bm, gm := forksDecode(l.code[m])
+			pp[bi*sp+bm] += gi * gm * K[i*B+m]
+		}
+		for j, m := range l.lm {
+			l.phiPM[bi*sm+j] += gi * K[i*B+m]
+		}
+	}
+	if !linalg.AllFinite(pp) {
+		return undo(ErrNumerical)
+	}
+	if err := l.ts.initFrom(pp); err != nil {
+		return undo(err)
+	}
+	if !l.computeZ(l.z, l.ts.V, l.ts.lam, -1, nil) {
+		return undo(ErrNumerical)
+	}
+	// w_0 = Z^T C_m^T alpha.
+	cma := l.rowNew
+	for j, m := range l.lm {
+		s := 0.0
+		for i := 0; i < B; i++ {
+			s += K[i*B+m] * l.st1.alpha[i]
+		}
+		cma[j] = s
+	}
+	for i := range l.v {
+		l.v[i] = 0
+	}
+	for j, c := range cma {
+		linalg.Axpy(c, l.z[j*l.k:(j+1)*l.k], l.v)
+	}
+	if !linalg.AllFinite(l.v) {
+		return undo(ErrNumerical)
+	}
+	l.fillLandmarks()
+	l.resetONS()
+	l.r = 0
+	l.sketched = true
+	l.st1.gen++
+	return nil
+}
+
+func (l *forks) fillLandmarks() {
+	d := l.d
+	for j, i := range l.lm {
+		copy(l.lmX[j*d:(j+1)*d], l.st1.sv[i*d:(i+1)*d])
+	}
+}
+
+func (l *forks) MarshalBinary() ([]byte, error) {
+	n := 256 + 8*(len(l.st1.sv)+l.B)
+	if l.sketched {
+		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k)
+	}
+	w := NewStateWriter(make([]byte, 0, n), "forks", forksStateVersion)
+	w.Rand(&l.rng)
+	w.Int(l.st1.n)
+	w.Floats(l.st1.sv[:l.st1.n*l.d])
+	w.Floats(l.st1.alpha[:l.st1.n])
+	w.Bool(l.sketched)
+	if l.sketched {
+		w.Int(l.r)
+		w.Ints(l.code)
+		w.Ints(l.lm)
+		w.Floats(l.phiPM)
+		w.Floats(l.ts.V)
+		w.Floats(l.ts.lam)
+		w.Floats(l.z)
+		w.Floats(l.v)
+		w.Floats(l.ainv)
+	}
+	return w.Finish(), nil
+}
+
+func (l *forks) UnmarshalBinary(blob []byte) error {
+	rd, _, err := NewStateReader(blob, "forks", forksStateVersion)
+	if err != nil {
+		return err
+	}
+	var rng Rand
+	rd.Rand(&rng)
+	n := rd.Int()
+	rd.Check(n >= 0 && n <= l.B, "support vector count")
+	sv := rd.Floats(nil)
+	rd.Check(len(sv) == n*l.d, "support vector shape")
+	alpha := rd.Floats(nil)
+	rd.Check(len(alpha) == n, "coefficient count")
+	sketched := rd.Bool()
+	rd.Check(!sketched || n == l.B, "sketch built before the budget filled")
+	var r int
+	var code, lm []int
+	var phiPM, V, lam, z, v, ainv []float64
+	if sketched {
+		r = rd.Int()
+		rd.Check(r >= 0, "round counter")
+		code = rd.Ints(nil)
+		rd.Check(len(code) == l.B, "sketch row count")
+		for _, c := range code {
+			b, _ := forksDecode(c)
+			rd.Check(c != 0 && b >= 0 && b < l.sp, "sketch bucket")
+		}
+		lm = rd.Ints(nil)
+		rd.Check(len(lm) == l.sm, "landmark count")
+		for _, i := range lm {
+			rd.Check(i >= 0 && i < l.B, "landmark index")
+		}
+		phiPM = rd.Floats(nil)
+		rd.Check(len(phiPM) == l.sp*l.sm, "Phi_pm shape")
+		V = rd.Floats(nil)
+		rd.Check(len(V) == l.sp*l.k, "V shape")
+		lam = rd.Floats(nil)
+		rd.Check(len(lam) == l.k, "Lambda shape")
+		z = rd.Floats(nil)
+		rd.Check(len(z) == l.sm*l.k, "Z shape")
+		v = rd.Floats(nil)
+		rd.Check(len(v) == l.k, "v shape")
+		ainv = rd.Floats(nil)
+		rd.Check(len(ainv) == l.k*l.k, "A^-1 shape")
+	}
+	if err := rd.Err(); err != nil {
+		return err
+	}
+	l.rng = rng
+	l.st1.n = n
+	copy(l.st1.sv, sv)
+	copy(l.st1.alpha, alpha)
+	l.st1.gen++
+	l.sketched = sketched
+	l.memo.ok = false
+	if sketched {
+		l.allocSketch()
+		l.r = r
+		copy(l.code, code)
+		copy(l.lm, lm)
+		copy(l.phiPM, phiPM)
+		copy(l.ts.V, V)
+		copy(l.ts.lam, lam)
+		copy(l.z, z)
+		copy(l.v, v)
+		copy(l.ainv, ainv)
+		l.fillLandmarks()
+	}
+	return nil
+}
+
+// forksStage1 is the budgeted KOGD of Algorithm 1 lines 3-6 (Kivinen et al.),
+// shared by FORKS and NOGD: f = sum_i alpha_i kappa(SV_i, x).
+type forksStage1 struct {
+	d, n  int
+	sv    []float64 // B x d
+	alpha []float64 // B
+	kv    []float64 // B scratch
+	gen   uint64    // bumped whenever the model changes (memo invalidation)
+}
+
+func (s *forksStage1) init(B, d int) {
+	s.d = d
+	s.sv = make([]float64, B*d)
+	s.alpha = make([]float64, B)
+	s.kv = make([]float64, B)
+}
+
+func (s *forksStage1) score(k Kernel, x []float64) float64 {
+	if s.n == 0 {
+		return 0
+	}
+	kv := s.kv[:s.n]
+	KernelVector(k, kv, s.sv[:s.n*s.d], x)
+	return linalg.Dot(kv, s.alpha[:s.n])
+}
+
+func (s *forksStage1) add(x []float64, coef float64) {
+	copy(s.sv[s.n*s.d:(s.n+1)*s.d], x)
+	s.alpha[s.n] = coef
+	s.n++
+	s.gen++
+}
+
+func (s *forksStage1) pop() {
+	s.n--
+	s.alpha[s.n] = 0
+	s.gen++
+}
+
+// forksAdmit decides whether stage 1 adds x (see the file comment) and
+// returns its KOGD coefficient -eta l'(f, y).
+func forksAdmit(loss Loss, cls bool, f, y, eta float64) (float64, bool) {
+	dl := loss.Deriv(f, y)
+	if cls {
+		if y*f >= 1 {
+			return 0, false
+		}
+	} else if dl == 0 {
+		return 0, false
+	}
+	return -eta * dl, true
+}

@@ -1,0 +1,192 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/kernelstream/kernelstream/internal/linalg"
+)
+
+// kawv: exact Kernel-AWV, the oracle of the PKAWV family.
+//
+// Paper: Jézéquel, Gaillard & Rudi, NeurIPS 2019 [P002], sec. 2 eq. 3 (the
+// kernelised Vovk-Azoury-Warmuth forecaster), Prop. 1-2. Spec: seed-002-003 §2.
+//
+//	f_t = argmin_f sum_{s<t} (y_s - f(x_s))^2 + lambda ||f||^2 + f(x_t)^2,  y_hat_t = f_t(x_t)
+//
+// [DERIVED §2] with L the lower Cholesky factor of K_{t-1} + lambda I over the
+// stored inputs, l = L^{-1} k_{t-1}(x_t) and z = L^{-1} Y_{t-1}:
+//
+//	ridge (KRR, what P002 ran on real data): y_hat = l'z
+//	awv:  y_hat = l'z / (1 + h),  h = (k(x_t,x_t) - l'l) / lambda
+//
+// and the update appends the row (l', sqrt(k(x_t,x_t) + lambda - l'l)) to L
+// and (y_t - l'z)/L_tt to z [SUGGEST §2]. O(t d + t^2) per record, O(t^2)
+// memory: the cost the PKAWV variants avoid.
+//
+// Params: lambda (default 1; [1e-8, 1e8]); mode (awv | ridge, default awv;
+// an addition so that both PKAWV modes have an oracle); max_rounds (default
+// 10000, at most 50000): the hard cap on the stream length. At the default
+// the factor takes 400 MB; Update beyond the cap returns ErrKAWVHorizon and
+// changes nothing, Predict keeps predicting from the frozen state.
+func init() {
+	Register(Algorithm{
+		Name:    "kawv",
+		Losses:  []string{"square"},
+		Summary: "exact Kernel-AWV (Jezequel et al. 2019 eq. 3), O(t^2) per record: the PKAWV oracle, capped at max_rounds",
+		New:     newKAWV,
+	})
+}
+
+// ErrKAWVHorizon reports an update refused because the exact Kernel-AWV
+// learner already holds max_rounds instances (its memory is quadratic).
+var ErrKAWVHorizon = errors.New("kawv: max_rounds reached (exact Kernel-AWV memory is O(t^2))")
+
+const (
+	kawvVersion      = 1
+	kawvMaxRounds    = 50000
+	kawvDefaultRound = 10000
+)
+
+type kawv struct {
+	kernel    Kernel
+	dim       int
+	lambda    float64
+	ridge     bool
+	maxRounds int
+
+	// state
+	x []float64  // t x d stored inputs, row-major
+	z []float64  // L^{-1} Y
+	l linalg.Tri // Cholesky factor of K + lambda I
+
+	// scratch
+	kvec, lvec []float64
+	memo       kawvMemo
+	memoDiag   float64
+	memoLL     float64
+	memoKRR    float64
+}
+
+func newKAWV(s *Setup) (Learner, error) {
+	lambda := s.Params.Float("lambda", 1, 1e-8, 1e8)
+	mode := s.Params.String("mode", "awv", "awv", "ridge")
+	maxRounds := s.Params.Int("max_rounds", kawvDefaultRound, 1, kawvMaxRounds)
+	l := &kawv{kernel: s.Kernel, dim: s.Dim, lambda: lambda, ridge: mode == "ridge", maxRounds: maxRounds}
+	l.memo.init(s.Dim)
+	return l, nil
+}
+
+func (l *kawv) n() int { return len(l.z) }
+
+func (l *kawv) prepare(x []float64) {
+	t := l.n()
+	if l.memo.valid(x, t) {
+		return
+	}
+	if cap(l.kvec) < t+1 {
+		l.kvec = make([]float64, t, 2*t+16)
+		l.lvec = make([]float64, t, 2*t+16)
+	}
+	l.kvec, l.lvec = l.kvec[:t], l.lvec[:t]
+	KernelVector(l.kernel, l.kvec, l.x, x)
+	l.l.SolveLower(l.lvec, l.kvec)
+	l.memoDiag = l.kernel.Diag(x)
+	l.memoLL = linalg.Dot(l.lvec, l.lvec)
+	l.memoKRR = linalg.Dot(l.lvec, l.z)
+	l.memo.set(x, t)
+}
+
+func (l *kawv) Predict(x []float64) Prediction {
+	l.prepare(x)
+	y := l.memoKRR
+	if !l.ridge {
+		y /= 1 + (l.memoDiag-l.memoLL)/l.lambda
+	}
+	return Prediction{Value: y, Choice: -1, Prob: 1}
+}
+
+func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
+	if l.n() >= l.maxRounds {
+		return fmt.Errorf("%w (max_rounds = %d)", ErrKAWVHorizon, l.maxRounds)
+	}
+	l.prepare(x)
+	piv := l.memoDiag + l.lambda - l.memoLL
+	if !(piv > 0) || math.IsInf(piv, 0) || isBad(y) {
+		return fmt.Errorf("kawv: update %d: %w", l.n()+1, ErrNumerical)
+	}
+	ltt := math.Sqrt(piv)
+	znew := (y - l.memoKRR) / ltt
+	if isBad(znew) || !linalg.AllFinite(l.lvec) {
+		return fmt.Errorf("kawv: update %d: %w", l.n()+1, ErrNumerical)
+	}
+	l.l.Append(l.lvec, ltt)
+	l.z = append(l.z, znew)
+	l.x = append(l.x, x...)
+	l.memo.invalidate()
+	return nil
+}
+
+// Size is the number of stored instances.
+func (l *kawv) Size() int { return l.n() }
+
+func (l *kawv) MarshalBinary() ([]byte, error) {
+	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvVersion)
+	w.Int(l.dim)
+	w.Floats(l.x)
+	w.Floats(l.z)
+	w.Floats(l.l.Data)
+	return w.Finish(), nil
+}
+
+func (l *kawv) UnmarshalBinary(blob []byte) error {
+	r, _, err := NewStateReader(blob, "kawv", kawvVersion)
+	if err != nil {
+		return err
+	}
+	d := r.Int()
+	r.Check(d == l.dim, "dimension does not match the spec")
+	x := r.Floats(nil)
+	z := r.Floats(nil)
+	tri := r.Floats(nil)
+	t := len(z)
+	r.Check(t <= l.maxRounds, "more instances than max_rounds")
+	r.Check(len(x) == t*l.dim, "stored inputs do not match the label count")
+	r.Check(len(tri) == t*(t+1)/2, "factor size does not match the instance count")
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if !linalg.AllFinite(x) || !linalg.AllFinite(z) || !linalg.AllFinite(tri) {
+		return fmt.Errorf("%w: kawv: non-finite numbers in state", ErrState)
+	}
+	l.x, l.z, l.l = x, z, linalg.Tri{N: t, Data: tri}
+	l.memo.invalidate()
+	return nil
+}
+
+// kawvMemo remembers which input the scratch of the last Predict belongs to,
+// so that Update can reuse it. It is valid only for the same x (bit for bit)
+// and the same update count; it is never part of the state.
+type kawvMemo struct {
+	x   []float64
+	gen int
+	ok  bool
+}
+
+func (m *kawvMemo) init(d int) { m.x = make([]float64, d) }
+
+func (m *kawvMemo) valid(x []float64, gen int) bool {
+	if !m.ok || m.gen != gen || len(x) != len(m.x) {
+		return false
+	}
+	for i, v := range x {
+		if math.Float64bits(v) != math.Float64bits(m.x[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *kawvMemo) set(x []float64, gen int) { copy(m.x, x); m.gen, m.ok = gen, true }
+func (m *kawvMemo) invalidate()              { m.ok = false }

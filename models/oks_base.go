@@ -1,0 +1,524 @@
+package models
+
+// Shared machinery of the online kernel selection learners of
+//
+//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
+//	Bandit Feedback", ECML-PKDD 2022 (seeds/004, spec seed-000-004 §2).
+//
+// Every algorithm of the family (oks, oks++, ioks, rf-oks++, rf-ioks) is one
+// oksLearner: K base learners ("arms"), one per Gaussian width sigma_i, and a
+// selection rule over them. Each round the learner samples one arm
+// I_t ~ p_t from the key's PRNG, predicts f_{t,I_t}(x_t), and on the label
+// computes only that arm's loss (bandit feedback, spec §2.1). The rule turns
+// the importance-weighted loss into the next distribution p_{t+1} and the
+// played arm's step size lambda_{t,I_t}; the arm then takes the projected,
+// importance-weighted gradient step of spec §2.2 (eq. (2) in kernel form,
+// eq. (8) in random-feature form).
+//
+// Rules: oks.go (Algorithm 1, Yang et al. 2012), oks_plus.go (OKS++, Sec. 3,
+// App. F Alg. 3), ioks.go (IOKS, Sec. 4, Alg. 2). Arms: kernelArms in this
+// file (kernel expansion, bounded by max_budget) and rfArms in rf_oks.go.
+//
+// Delayed labels. Predict returns the sampled arm in Prediction.Choice, its
+// probability p_{t,I_t} in Prediction.Prob and q_{t,I_t} in Prediction.Aux, so
+// a label that arrives after other updates still updates the arm that
+// predicted, with the importance weight it was sampled with. The loss and its
+// derivative are taken at the served prediction Prediction.Value; the RKHS
+// norm recurrence (spec §0.3) needs the arm's *current* value at x, which
+// Update recomputes unless the arm is unchanged since Predict (the common,
+// synchronous case; a scratch cache, not state, makes that free).
+//
+// Capability: every learner of the family implements KernelSelector, so the
+// consumer's metrics and eval can show which width is winning.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/kernelstream/kernelstream/internal/linalg"
+)
+
+// KernelSelector is the optional capability of the kernel-selection learners
+// (oks, oks++, ioks, rf-oks++, rf-ioks). The consumer finds it by type
+// assertion and may export it as a per-model gauge.
+type KernelSelector interface {
+	// KernelWidths returns the candidate Gaussian widths sigma_1..sigma_K
+	// (a fresh copy).
+	KernelWidths() []float64
+	// KernelWeights returns the current sampling distribution p_t over the
+	// widths (a fresh copy; it sums to 1). The largest entry is the kernel
+	// that is winning.
+	KernelWeights() []float64
+}
+
+// oksStateVersion is the learner-state version of every algorithm of the family.
+const oksStateVersion = 1
+
+// oksDefaultSigmas is the paper's grid 2^{-2:1:3} (spec §2.8).
+var oksDefaultSigmas = []float64{0.25, 0.5, 1, 2, 4, 8}
+
+// oksMaxArms bounds K so that a mistaken spec cannot allocate without bound.
+const oksMaxArms = 64
+
+// oksObservation is what the rule needs from one labelled round.
+type oksObservation struct {
+	arm   int     // I_t
+	p, q  float64 // p_{t,I_t} and q_{t,I_t} at prediction time
+	yhat  float64 // f_{t,I_t}(x_t), the served prediction
+	y     float64 // label (mapped to -1/+1 for classification)
+	loss  float64 // l(yhat, y)
+	deriv float64 // l'(yhat, y)
+	kxx   float64 // k(x, x) = ||k(x,.)||^2 (1 for Gaussian and cos/sin features)
+}
+
+// oksSelectionRule is the outer (bandit) level: OKS's exponential weights,
+// OKS++'s adaptive exponential weights, IOKS's Tsallis OMD. stage computes
+// the round's results without touching the rule's state (so that a rejected
+// update leaves everything as it was); commit applies what stage computed.
+type oksSelectionRule interface {
+	// stage returns the played arm's step size lambda and writes q_{t+1}
+	// and p_{t+1} into qNext and pNext; ok is false when a number is not finite.
+	stage(o *oksObservation, q []float64, qNext, pNext []float64) (lambda float64, ok bool)
+	commit(o *oksObservation)
+	// radius is U for projected updates, +Inf for OKS (no projection).
+	radius() float64
+	// usesQ reports whether the rule reads Prediction.Aux (q_{t,I_t}).
+	usesQ() bool
+	marshal(w *StateWriter)
+	// unmarshal decodes the rule's state and returns the function that
+	// installs it (called only when the whole blob decoded).
+	unmarshal(r *StateReader) (install func())
+}
+
+// oksArmBank is the set of K base learners.
+type oksArmBank interface {
+	// predict returns f_i(x); it may fill a scratch cache, nothing else.
+	predict(i int, x []float64) float64
+	// stage prepares f_i <- Proj(f_i + coef * feature(x)) onto the ball of
+	// radius radius; ok is false when the result would not be finite.
+	stage(i int, x []float64, coef, radius float64) (ok bool)
+	commit()
+	size() int
+	marshal(w *StateWriter)
+	unmarshal(r *StateReader) (install func())
+}
+
+// oksLearner is one key's kernel selector: arms + rule + sampling distribution.
+type oksLearner struct {
+	name     string
+	loss     Loss
+	classify bool
+	sigmas   []float64
+	rule     oksSelectionRule
+	arms     oksArmBank
+	rng      Rand
+	t        int            // labelled rounds
+	p, q     []float64      // p_t (sampling) and q_t (exponential weights / OMD iterate)
+	qNext    []float64      // scratch
+	pNext    []float64      // scratch
+	obs      oksObservation // scratch (a field, so that passing it to the rule does not allocate)
+}
+
+func newOKSLearner(name string, s *Setup, sigmas []float64, rule oksSelectionRule, arms oksArmBank, rng *Rand) *oksLearner {
+	k := len(sigmas)
+	l := &oksLearner{
+		name: name, loss: s.Loss, classify: s.Loss.Classification(),
+		sigmas: sigmas, rule: rule, arms: arms, rng: *rng,
+		p: make([]float64, k), q: make([]float64, k),
+		qNext: make([]float64, k), pNext: make([]float64, k),
+	}
+	for i := range l.p {
+		l.p[i] = 1 / float64(k)
+		l.q[i] = 1 / float64(k)
+	}
+	return l
+}
+
+// Predict samples I_t ~ p_t (advancing the PRNG, the only state it touches)
+// and returns f_{t,I_t}(x) with I_t, p_{t,I_t} and q_{t,I_t}.
+func (l *oksLearner) Predict(x []float64) Prediction {
+	i := oksSampleIndex(l.p, l.rng.Float64())
+	return Prediction{Value: l.arms.predict(i, x), Choice: i, Prob: l.p[i], Aux: l.q[i]}
+}
+
+// oksSampleIndex inverts the CDF of p at u in [0,1); rounding can leave u above
+// the last partial sum, in which case the last arm with p > 0 is chosen.
+func oksSampleIndex(p []float64, u float64) int {
+	c := 0.0
+	last := 0
+	for i, v := range p {
+		if v > 0 {
+			last = i
+		}
+		c += v
+		if u < c {
+			return i
+		}
+	}
+	return last
+}
+
+// errOKSPrediction reports a Prediction that this learner cannot have made.
+var errOKSPrediction = errors.New("prediction was not made by this kernel selector")
+
+// Update applies the label y of x, which was predicted as pr.
+func (l *oksLearner) Update(x []float64, pr Prediction, y float64) error {
+	k := len(l.p)
+	if pr.Choice < 0 || pr.Choice >= k || !(pr.Prob > 0 && pr.Prob <= 1) || isBad(pr.Value) {
+		return fmt.Errorf("%s: %w (choice %d of %d, prob %v, value %v)", l.name, errOKSPrediction, pr.Choice, k, pr.Prob, pr.Value)
+	}
+	if l.rule.usesQ() && !(pr.Aux >= 0 && pr.Aux <= 1) {
+		return fmt.Errorf("%s: %w (q = %v not in [0,1])", l.name, errOKSPrediction, pr.Aux)
+	}
+	if isBad(y) {
+		return fmt.Errorf("%s: %w (label %v)", l.name, ErrNumerical, y)
+	}
+	if l.classify {
+		y = Label(y)
+	}
+	o := &l.obs
+	*o = oksObservation{arm: pr.Choice, p: pr.Prob, q: pr.Aux, yhat: pr.Value, y: y, kxx: 1}
+	o.loss = l.loss.Value(pr.Value, y)
+	o.deriv = l.loss.Deriv(pr.Value, y)
+	if isBad(o.loss) || isBad(o.deriv) {
+		return fmt.Errorf("%s: %w (loss %v, derivative %v)", l.name, ErrNumerical, o.loss, o.deriv)
+	}
+	lambda, ok := l.rule.stage(o, l.q, l.qNext, l.pNext)
+	if !ok || !linalg.AllFinite(l.qNext) || !linalg.AllFinite(l.pNext) {
+		return fmt.Errorf("%s: %w (selection rule)", l.name, ErrNumerical)
+	}
+	// Importance-weighted functional gradient step: f <- f - lambda l'/p k(x,.).
+	coef := -lambda * o.deriv / o.p
+	if isBad(coef) || !l.arms.stage(o.arm, x, coef, l.rule.radius()) {
+		return fmt.Errorf("%s: %w (arm %d step, coefficient %v)", l.name, ErrNumerical, o.arm, coef)
+	}
+	l.rule.commit(o)
+	l.arms.commit()
+	copy(l.q, l.qNext)
+	copy(l.p, l.pNext)
+	l.t++
+	return nil
+}
+
+// Size is the number of stored instances (kernel form) or random frequencies (RF form).
+func (l *oksLearner) Size() int { return l.arms.size() }
+
+// KernelWidths implements KernelSelector.
+func (l *oksLearner) KernelWidths() []float64 { return append([]float64(nil), l.sigmas...) }
+
+// KernelWeights implements KernelSelector.
+func (l *oksLearner) KernelWeights() []float64 { return append([]float64(nil), l.p...) }
+
+// MarshalBinary writes the dynamic state: round count, PRNG, p, q, the rule's
+// accumulators and the arms. Hyper-parameters come from the spec.
+func (l *oksLearner) MarshalBinary() ([]byte, error) {
+	w := NewStateWriter(make([]byte, 0, 256), l.name, oksStateVersion)
+	w.Int(len(l.p))
+	w.Int(l.t)
+	w.Rand(&l.rng)
+	w.Floats(l.p)
+	w.Floats(l.q)
+	l.rule.marshal(w)
+	l.arms.marshal(w)
+	return w.Finish(), nil
+}
+
+// UnmarshalBinary restores a state written by MarshalBinary for the same
+// spec. It decodes everything into locals and installs them only when the
+// whole blob is valid.
+func (l *oksLearner) UnmarshalBinary(blob []byte) error {
+	r, _, err := NewStateReader(blob, l.name, oksStateVersion)
+	if err != nil {
+		return err
+	}
+	k := len(l.p)
+	r.Check(r.Int() == k, "number of kernels differs from the spec")
+	t := r.Int()
+	r.Check(t >= 0, "negative round count")
+	var rng Rand
+	r.Rand(&rng)
+	p := r.Floats(nil)
+	q := r.Floats(nil)
+	r.Check(len(p) == k && len(q) == k, "distribution length")
+	r.Check(oksIsDistribution(p) && oksIsDistribution(q), "p or q is not a probability distribution")
+	installRule := l.rule.unmarshal(r)
+	installArms := l.arms.unmarshal(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	l.t, l.rng = t, rng
+	copy(l.p, p)
+	copy(l.q, q)
+	installRule()
+	installArms()
+	return nil
+}
+
+// oksIsDistribution reports whether v is finite, non-negative and sums to 1 (up to rounding).
+func oksIsDistribution(v []float64) bool {
+	s := 0.0
+	for _, x := range v {
+		if !(x >= 0 && x <= 1) {
+			return false
+		}
+		s += x
+	}
+	return math.Abs(s-1) < 1e-6
+}
+
+// oksSoftmaxNeg writes q_i = exp(-eta L_i) / sum_j exp(-eta L_j), shifted by
+// min L so that it neither overflows nor underflows to 0/0 (spec §2.9 item 1).
+func oksSoftmaxNeg(q, cum []float64, eta float64) {
+	m := cum[0]
+	for _, v := range cum[1:] {
+		m = math.Min(m, v)
+	}
+	s := 0.0
+	for i, v := range cum {
+		q[i] = math.Exp(-eta * (v - m))
+		s += q[i]
+	}
+	for i := range q {
+		q[i] /= s
+	}
+}
+
+// oksMixUniform writes p = (1-delta) q + delta/K.
+func oksMixUniform(p, q []float64, delta float64) {
+	u := delta / float64(len(q))
+	for i, v := range q {
+		p[i] = (1-delta)*v + u
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Common parameter reading.
+
+// oksReadSigmas reads params.sigmas and rejects a spec that also sets a single
+// kernel, which this family would otherwise silently ignore.
+func oksReadSigmas(s *Setup) []float64 {
+	sig := s.Params.Floats("sigmas", oksDefaultSigmas, math.SmallestNonzeroFloat64, math.MaxFloat64)
+	if len(sig) > oksMaxArms {
+		s.Params.Fail("sigmas: %d widths, at most %d", len(sig), oksMaxArms)
+	}
+	for _, v := range sig {
+		if !(v > 0) {
+			s.Params.Fail("sigmas: widths must be > 0, got %v", v)
+		}
+	}
+	if t := s.Spec.Kernel.Type; t != "" && t != "gaussian" && t != "rbf" {
+		s.Params.Fail("sigmas: the kernel-selection learners use Gaussian kernels; kernel.type %q is not supported", t)
+	}
+	if s.Spec.Kernel.Sigma != 0 {
+		s.Params.Fail("sigmas: kernel.sigma is not used by kernel selection; give the candidate widths in params.sigmas")
+	}
+	return append([]float64(nil), sig...)
+}
+
+// oksDefaultU is the paper's U: 15 for the logistic loss, 1 otherwise (spec §2.8).
+func oksDefaultU(loss Loss) float64 {
+	if loss.Name() == "logistic" {
+		return 15
+	}
+	return 1
+}
+
+// oksDefaultHorizon is params.T when a stream does not give it: the horizon
+// on which OKS's and IOKS's constants are tuned (spec §3 option (a)).
+const oksDefaultHorizon = 10000
+
+// oksReadHorizon reads params.T (integer >= 2; the paper's runs use T = dataset length).
+func oksReadHorizon(s *Setup) float64 {
+	return float64(s.Params.Int("T", oksDefaultHorizon, 2, 1<<40))
+}
+
+// ---------------------------------------------------------------------------
+// Kernel-expansion arms (spec §2.2, kernel form), bounded by max_budget.
+
+// oksDefaultMaxBudget is the default cap on support vectors per arm.
+const oksDefaultMaxBudget = 4096
+
+// kernelArm is f = sum_j a_j k_sigma(s_j, .) with its tracked squared RKHS norm.
+type kernelArm struct {
+	gamma float64   // 1/(2 sigma^2)
+	sv    []float64 // row-major support vectors, n x d
+	a     []float64 // coefficients
+	norm2 float64   // ||f||^2_H by the recurrence of spec §0.3
+	ver   uint64    // steps taken since construction/restore (cache validity; not state)
+}
+
+func (a *kernelArm) eval(x []float64) float64 {
+	d := len(x)
+	f := 0.0
+	for j, c := range a.a {
+		f += c * math.Exp(-a.gamma*linalg.SqDist(a.sv[j*d:(j+1)*d:(j+1)*d], x))
+	}
+	return f
+}
+
+// kernelArms holds the K kernel-expansion base learners.
+//
+// Cap behaviour (max_budget B per arm): below B every step appends x_t with
+// its coefficient, exactly as the paper. At B the step *replaces* the
+// support vector of smallest |a_j| (for OKS++/IOKS, whose projections shrink
+// old coefficients, this is nearly always one of the oldest) by x_t, and the
+// RKHS norm is corrected exactly: ||f + c k(x,.) - a_j k(s_j,.)||^2 =
+// ||f + c k(x,.)||^2 - 2 a_j (f(s_j) + c k(x,s_j)) + a_j^2. Memory stays
+// O(B d) per arm and the per-round cost O(B d) (twice that at the cap, for
+// f(s_j)). This is budget maintenance by removal (Crammer et al.'s and
+// Wang et al.'s removal strategies); the paper itself has no budget.
+type kernelArms struct {
+	d         int
+	maxBudget int
+	arms      []kernelArm
+
+	// scratch cache of the last Predict (valid while the arm is unchanged)
+	cArm int
+	cVer uint64
+	cX   []float64
+	cF   float64
+	// staged step
+	sArm, sSlot   int // slot -1: append
+	sCoef, sNorm2 float64
+	sScale        float64
+	sX            []float64 // the caller's x, valid between stage and commit
+}
+
+func newKernelArms(sigmas []float64, d, maxBudget int) *kernelArms {
+	b := &kernelArms{d: d, maxBudget: maxBudget, arms: make([]kernelArm, len(sigmas)), cArm: -1, cX: make([]float64, d)}
+	for i, s := range sigmas {
+		b.arms[i].gamma = 1 / (2 * s * s)
+	}
+	return b
+}
+
+func (b *kernelArms) predict(i int, x []float64) float64 {
+	f := b.arms[i].eval(x)
+	b.cArm, b.cVer, b.cF = i, b.arms[i].ver, f
+	copy(b.cX, x)
+	return f
+}
+
+// current returns f_i(x) for the arm as it is now, from the cache when valid.
+func (b *kernelArms) current(i int, x []float64) float64 {
+	if b.cArm == i && b.cVer == b.arms[i].ver && oksSameVector(b.cX, x) {
+		return b.cF
+	}
+	return b.arms[i].eval(x)
+}
+
+func oksSameVector(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *kernelArms) stage(i int, x []float64, coef, radius float64) bool {
+	arm := &b.arms[i]
+	f := b.current(i, x)
+	n2 := arm.norm2 + 2*coef*f + coef*coef
+	slot := -1
+	if len(arm.a) >= b.maxBudget {
+		// replace the support vector of smallest |a_j|
+		slot = 0
+		for j, c := range arm.a {
+			if math.Abs(c) < math.Abs(arm.a[slot]) {
+				slot = j
+			}
+		}
+		d := b.d
+		sj := arm.sv[slot*d : (slot+1)*d : (slot+1)*d]
+		aj := arm.a[slot]
+		fsj := arm.eval(sj)
+		kxs := math.Exp(-arm.gamma * linalg.SqDist(sj, x))
+		n2 += -2*aj*(fsj+coef*kxs) + aj*aj
+	}
+	n2 = math.Max(n2, 0)
+	scale := 1.0
+	if n2 > radius*radius {
+		scale = radius / math.Sqrt(n2)
+		n2 = radius * radius
+	}
+	if isBad(n2) || isBad(scale) || isBad(coef*scale) || !linalg.AllFinite(x) {
+		return false
+	}
+	b.sArm, b.sSlot, b.sCoef, b.sNorm2, b.sScale, b.sX = i, slot, coef, n2, scale, x
+	return true
+}
+
+func (b *kernelArms) commit() {
+	arm := &b.arms[b.sArm]
+	d := b.d
+	x := b.sX
+	if b.sSlot < 0 {
+		n := len(arm.a)
+		if n == cap(arm.a) {
+			// grow geometrically but never beyond the cap
+			c := min(max(2*n, 16), b.maxBudget)
+			arm.a = append(make([]float64, 0, c), arm.a...)
+			arm.sv = append(make([]float64, 0, c*d), arm.sv...)
+		}
+		arm.a = append(arm.a, b.sCoef)
+		arm.sv = append(arm.sv, x...)
+	} else {
+		arm.a[b.sSlot] = b.sCoef
+		copy(arm.sv[b.sSlot*d:(b.sSlot+1)*d], x)
+	}
+	if b.sScale != 1 {
+		linalg.Scale(b.sScale, arm.a)
+	}
+	arm.norm2 = b.sNorm2
+	arm.ver++
+	b.sX = nil
+}
+
+func (b *kernelArms) size() int {
+	n := 0
+	for i := range b.arms {
+		n += len(b.arms[i].a)
+	}
+	return n
+}
+
+func (b *kernelArms) marshal(w *StateWriter) {
+	w.Int(b.d)
+	for i := range b.arms {
+		a := &b.arms[i]
+		w.Float(a.norm2)
+		w.Floats(a.a)
+		w.Floats(a.sv)
+	}
+}
+
+func (b *kernelArms) unmarshal(r *StateReader) func() {
+	r.Check(r.Int() == b.d, "input dimension differs from the spec")
+	type decoded struct {
+		norm2 float64
+		a, sv []float64
+	}
+	dec := make([]decoded, len(b.arms))
+	for i := range dec {
+		dec[i].norm2 = r.Float()
+		dec[i].a = r.Floats(nil)
+		dec[i].sv = r.Floats(nil)
+		n := len(dec[i].a)
+		r.Check(n <= b.maxBudget, "arm holds more support vectors than max_budget")
+		r.Check(len(dec[i].sv) == n*b.d, "support vector matrix shape")
+		r.Check(dec[i].norm2 >= 0 && !isBad(dec[i].norm2), "negative or non-finite RKHS norm")
+	}
+	return func() {
+		for i := range b.arms {
+			a := &b.arms[i]
+			a.norm2, a.a, a.sv = dec[i].norm2, dec[i].a, dec[i].sv
+			a.ver++
+		}
+		b.cArm = -1
+	}
+}

@@ -1,0 +1,235 @@
+package models
+
+// RF-OKS++ and RF-IOKS: the bounded-memory, time-budgeted kernel selectors of
+//
+//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
+//	Bandit Feedback", ECML-PKDD 2022, Sec. 5, eq. (8), App. D-F, Algorithms 3
+//	and 4 (spec seed-000-004 §2.6).
+//
+// Each arm i is a linear model on Gaussian random Fourier features
+//
+//	z_i(x) = (1/sqrt(D)) [cos(w_1'x/sigma_i), sin(w_1'x/sigma_i), ..., cos(w_D'x/sigma_i), sin(w_D'x/sigma_i)]  in R^{2D}
+//
+// with f_i(x) = v_i' z_i(x), and the projected importance-weighted step of eq. (8):
+//
+//	v_i <- v_i - lambda_{t,i} l'_t z_i(x_t) / p_{t,i},   then clip every coordinate to [-clip, clip].
+//
+// The outer level is OKS++'s (oks_plus.go, RF-OKS++ = App. F Alg. 3, ctilde =
+// c/p without clipping) or IOKS's (ioks.go, RF-IOKS = Alg. 4, with
+// ||z||^2 = 1 in lambda's gradient sum). Only the sampled arm's features are
+// computed, so a round costs O(D d + D) whatever K is.
+//
+// Choices from the spec:
+//   - [RECON] the garbled RFF covariance is sigma^{-2} I_d: w ~ N(0, sigma_i^{-2} I).
+//   - [CODE] one shared matrix Omega in R^{D x d} of N(0,1) entries serves all K
+//     kernels; arm i uses Omega x / sigma_i. D counts frequencies, the
+//     feature vector has 2D entries (cos and sin).
+//   - [CODE]/[SUGGEST] clip defaults to U/sqrt(D) (D = number of frequencies),
+//     as the authors' code; it bounds ||v||_2 by sqrt(2) U.
+//   - [SUGGEST] (spec §2.9 item 5) Omega is drawn from a PRNG seeded by one
+//     64-bit word taken from the key's PRNG when the learner is built; the
+//     state stores that word, not the D x d matrix, and Omega is regenerated
+//     from it on restore when it differs. State size: 8 K (2D) bytes for the
+//     weights + 8 bytes seed + O(K) accumulators (D = 400, K = 6: ~38 KB);
+//     Omega takes 8 D d bytes of memory (not state) per learner in memory.
+//
+// Params: rf-oks++: sigmas, U, C0, G, variant, D, clip; rf-ioks: sigmas, U, T,
+// G1, lmax, alpha, eta, delta, upsilon, D, clip.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kernelstream/kernelstream/internal/linalg"
+)
+
+func init() {
+	Register(Algorithm{
+		Name:    "rf-oks++",
+		Losses:  []string{"square", "logistic", "squared-hinge"},
+		Summary: "RF-OKS++ (Li & Liao 2022 App. F Alg. 3): OKS++ over D random Fourier features per width; bounded memory and time",
+		New: func(s *Setup) (Learner, error) {
+			sigmas := oksReadSigmas(s)
+			rule := newOKSPlusRule(s, len(sigmas))
+			rng := NewRand(s.Seed)
+			arms := newRFArms(s, sigmas, rule.radius(), rng)
+			return newOKSLearner("rf-oks++", s, sigmas, rule, arms, rng), nil
+		},
+	})
+	Register(Algorithm{
+		Name:    "rf-ioks",
+		Losses:  []string{"absolute", "square", "logistic", "hinge"},
+		Summary: "RF-IOKS (Li & Liao 2022 App. F Alg. 4): IOKS over D random Fourier features per width; bounded memory and time",
+		New: func(s *Setup) (Learner, error) {
+			sigmas := oksReadSigmas(s)
+			rule := newIOKSRule(s, len(sigmas))
+			rng := NewRand(s.Seed)
+			arms := newRFArms(s, sigmas, rule.radius(), rng)
+			return newOKSLearner("rf-ioks", s, sigmas, rule, arms, rng), nil
+		},
+	})
+}
+
+// maxRFFrequencies bounds D (memory D d + 2 D K floats per learner).
+const maxRFFrequencies = 1 << 16
+
+// rfArms holds the K random-feature arms and the shared frequency matrix.
+type rfArms struct {
+	d, nf  int       // input dimension, D
+	seed   uint64    // seed of Omega (state)
+	omega  []float64 // N(0,1) frequencies stored d x D: row k holds coordinate k of every w_j
+	invSig []float64 // 1/sigma_i
+	clip   float64
+	norm   float64   // 1/sqrt(D)
+	w      []float64 // K x 2D weights, row-major
+	// scratch caches: u = Omega x for cX; z for (zArm, zX)
+	u, cX  []float64
+	nz     []int // scratch: indices of the non-zero input coordinates
+	uValid bool
+	z, zX  []float64
+	zArm   int
+	sArm   int
+	sCoef  float64
+}
+
+func newRFArms(s *Setup, sigmas []float64, u float64, rng *Rand) *rfArms {
+	nf := s.Params.Int("D", 400, 1, maxRFFrequencies)
+	clip := s.Params.Positive("clip", u/math.Sqrt(float64(nf)))
+	if int64(nf)*int64(s.Dim) > 1<<28 {
+		s.Params.Fail("D: D x dim = %d x %d frequency entries is too large", nf, s.Dim)
+		nf = 1
+	}
+	b := &rfArms{
+		d: s.Dim, nf: nf, clip: clip, norm: 1 / math.Sqrt(float64(nf)),
+		invSig: make([]float64, len(sigmas)),
+		w:      make([]float64, len(sigmas)*2*nf),
+		u:      make([]float64, nf), cX: make([]float64, s.Dim), nz: make([]int, 0, s.Dim),
+		z: make([]float64, 2*nf), zX: make([]float64, s.Dim), zArm: -1,
+	}
+	for i, sg := range sigmas {
+		b.invSig[i] = 1 / sg
+	}
+	b.seed = rng.Uint64()
+	b.omega = drawFrequencies(b.seed, nf, s.Dim)
+	return b
+}
+
+// drawFrequencies returns the D frequencies w_j ~ N(0, I_d) drawn from seed,
+// w_j after w_{j-1}, stored transposed (d x D) so that Omega x is a sum of
+// d contiguous axpys (and skips the zero coordinates of sparse inputs).
+func drawFrequencies(seed uint64, nf, d int) []float64 {
+	g := NewRand(seed)
+	m := make([]float64, nf*d)
+	for j := 0; j < nf; j++ {
+		for k := 0; k < d; k++ {
+			m[k*nf+j] = g.Norm()
+		}
+	}
+	return m
+}
+
+// features fills b.z with z_i(x), reusing Omega x and z when x is unchanged.
+func (b *rfArms) features(i int, x []float64) {
+	if b.zArm == i && oksSameVector(b.zX, x) {
+		return
+	}
+	if !b.uValid || !oksSameVector(b.cX, x) {
+		b.project(x)
+		copy(b.cX, x)
+		b.uValid = true
+	}
+	linalg.CosSinScaled(b.z, b.u, b.invSig[i], b.norm)
+	b.zArm = i
+	copy(b.zX, x)
+}
+
+// project sets u = Omega x, four input coordinates per pass over u (fewer
+// loads and stores of u than one axpy per coordinate), skipping zeros.
+func (b *rfArms) project(x []float64) {
+	nf := b.nf
+	u := b.u[:nf]
+	nz := b.nz[:0]
+	for k, v := range x {
+		if v != 0 {
+			nz = append(nz, k)
+		}
+	}
+	b.nz = nz
+	clear(u)
+	k := 0
+	for ; k+4 <= len(nz); k += 4 {
+		i0, i1, i2, i3 := nz[k], nz[k+1], nz[k+2], nz[k+3]
+		a0, a1, a2, a3 := x[i0], x[i1], x[i2], x[i3]
+		r0 := b.omega[i0*nf : (i0+1)*nf : (i0+1)*nf]
+		r1 := b.omega[i1*nf : (i1+1)*nf : (i1+1)*nf]
+		r2 := b.omega[i2*nf : (i2+1)*nf : (i2+1)*nf]
+		r3 := b.omega[i3*nf : (i3+1)*nf : (i3+1)*nf]
+		r0, r1, r2, r3 = r0[:len(u)], r1[:len(u)], r2[:len(u)], r3[:len(u)]
+		for j := range u {
+			u[j] += (a0*r0[j] + a1*r1[j]) + (a2*r2[j] + a3*r3[j])
+		}
+	}
+	for ; k < len(nz); k++ {
+		i := nz[k]
+		linalg.Axpy(x[i], b.omega[i*nf:(i+1)*nf:(i+1)*nf], u)
+	}
+}
+
+func (b *rfArms) weights(i int) []float64 {
+	n := 2 * b.nf
+	return b.w[i*n : (i+1)*n : (i+1)*n]
+}
+
+func (b *rfArms) predict(i int, x []float64) float64 {
+	b.features(i, x)
+	return linalg.Dot(b.weights(i), b.z)
+}
+
+func (b *rfArms) stage(i int, x []float64, coef, _ float64) bool {
+	// |z_j| <= 1/sqrt(D) and |v_j| <= clip, so v_j + coef z_j is finite
+	// whenever coef / sqrt(D) is.
+	if isBad(coef*b.norm) || !linalg.AllFinite(x) {
+		return false
+	}
+	b.features(i, x)
+	b.sArm, b.sCoef = i, coef
+	return true
+}
+
+func (b *rfArms) commit() {
+	w := b.weights(b.sArm)
+	c, lim := b.sCoef, b.clip
+	for j, zj := range b.z[:len(w)] {
+		w[j] = min(max(w[j]+c*zj, -lim), lim)
+	}
+}
+
+func (b *rfArms) size() int { return b.nf }
+
+func (b *rfArms) marshal(w *StateWriter) {
+	w.Int(b.d)
+	w.Int(b.nf)
+	w.Uint(b.seed)
+	w.Floats(b.w)
+}
+
+func (b *rfArms) unmarshal(r *StateReader) func() {
+	r.Check(r.Int() == b.d, "input dimension differs from the spec")
+	r.Check(r.Int() == b.nf, "number of random frequencies D differs from the spec")
+	seed := r.Uint()
+	w := r.Floats(nil)
+	r.Check(len(w) == len(b.w), "random-feature weight length")
+	ok := true
+	for _, v := range w {
+		ok = ok && !(math.Abs(v) > b.clip) && !isBad(v)
+	}
+	r.Check(ok, fmt.Sprintf("random-feature weights must be finite and within clip %v", b.clip))
+	return func() {
+		if seed != b.seed {
+			b.seed = seed
+			b.omega = drawFrequencies(seed, b.nf, b.d)
+		}
+		copy(b.w, w)
+		b.uValid, b.zArm = false, -1
+	}
+}

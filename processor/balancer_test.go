@@ -1,0 +1,646 @@
+package processor_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/processor"
+)
+
+// The tests drive a simulated consumer group: one StickyBalancer per pod (a
+// process), the group coordinator's choices (member IDs change on every
+// process start, the oldest member leads), and, in the "engine" mode, the
+// engine's calls (SetOwned for every generation, SetRestored at start-up with
+// the partitions whose state is on the pod's disk).
+
+const (
+	inputTopic  = "features"
+	labelsTopic = "labels"
+)
+
+type simPod struct {
+	identity string
+	memberID string
+	topics   []string
+	bal      *processor.StickyBalancer
+}
+
+type simGroup struct {
+	t          *testing.T
+	engine     bool // the engine states its claims (SetOwned, SetRestored)
+	partitions []kafka.Partition
+	pods       []*simPod // join order: pods[0] is the leader
+	disk       map[string][]int
+	starts     int
+	rng        *rand.Rand
+}
+
+func newSimGroup(t *testing.T, partitions int, engine bool, topics ...string) *simGroup {
+	g := &simGroup{t: t, engine: engine, disk: map[string][]int{}, rng: rand.New(rand.NewSource(1))}
+	for _, topic := range topics {
+		for p := 0; p < partitions; p++ {
+			g.partitions = append(g.partitions, kafka.Partition{Topic: topic, ID: p})
+		}
+	}
+	return g
+}
+
+// start launches a new process for identity (a fresh balancer, a new member
+// ID), as a pod start or restart does, and appends it to the group.
+func (g *simGroup) start(identity string, topics ...string) {
+	if len(topics) == 0 {
+		topics = []string{inputTopic, labelsTopic}
+	}
+	g.starts++
+	p := &simPod{
+		identity: identity,
+		memberID: fmt.Sprintf("consumer-%03d", 1000-g.starts), // unrelated to identity order
+		topics:   topics,
+		bal:      processor.NewStickyBalancer(identity),
+	}
+	if g.engine {
+		if parts := g.disk[identity]; len(parts) > 0 {
+			p.bal.SetRestored(map[string][]int{inputTopic: parts})
+		}
+	}
+	g.pods = append(g.pods, p)
+}
+
+// stop removes identity's process from the group (it left or was killed).
+func (g *simGroup) stop(identity string) {
+	for i, p := range g.pods {
+		if p.identity == identity {
+			g.pods = append(g.pods[:i], g.pods[i+1:]...)
+			return
+		}
+	}
+	g.t.Fatalf("no pod %s", identity)
+}
+
+// rebalance runs one JoinGroup/SyncGroup round and returns identity ->
+// partition numbers, after checking that every topic-partition has exactly
+// one owner, that co-partitioned topics go together and that the partition
+// numbers are balanced within one.
+func (g *simGroup) rebalance() map[string][]int {
+	g.t.Helper()
+	members := make([]kafka.GroupMember, 0, len(g.pods))
+	for _, p := range g.pods {
+		ud, err := p.bal.UserData()
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		members = append(members, kafka.GroupMember{ID: p.memberID, Topics: p.topics, UserData: ud})
+	}
+	g.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+	out := g.pods[0].bal.AssignGroups(members, g.partitions)
+
+	byMember := map[string]*simPod{}
+	for _, p := range g.pods {
+		byMember[p.memberID] = p
+	}
+	seen := map[string]string{}
+	got := map[string][]int{}
+	for memberID, topics := range out {
+		p, ok := byMember[memberID]
+		if !ok {
+			g.t.Fatalf("assignment to unknown member %s", memberID)
+		}
+		for topic, parts := range topics {
+			for _, id := range parts {
+				tp := fmt.Sprintf("%s/%d", topic, id)
+				if prev, dup := seen[tp]; dup {
+					g.t.Fatalf("%s assigned to %s and %s", tp, prev, p.identity)
+				}
+				seen[tp] = p.identity
+			}
+		}
+		if in, lab := topics[inputTopic], topics[labelsTopic]; len(lab) > 0 && !reflect.DeepEqual(in, lab) {
+			g.t.Fatalf("%s: labels partitions %v differ from input partitions %v", p.identity, lab, in)
+		}
+		got[p.identity] = append([]int{}, topics[inputTopic]...)
+		sort.Ints(got[p.identity])
+		if g.engine {
+			p.bal.SetOwned(topics)
+		}
+	}
+	for _, tp := range g.partitions {
+		if _, ok := seen[fmt.Sprintf("%s/%d", tp.Topic, tp.ID)]; !ok {
+			g.t.Fatalf("%s/%d not assigned", tp.Topic, tp.ID)
+		}
+	}
+	min, max := 1<<30, -1
+	for _, p := range g.pods {
+		n := len(got[p.identity])
+		if n < min {
+			min = n
+		}
+		if n > max {
+			max = n
+		}
+		g.disk[p.identity] = got[p.identity]
+	}
+	if max-min > 1 {
+		g.t.Fatalf("unbalanced: %v", got)
+	}
+	return got
+}
+
+// moved counts the partitions whose owner (by identity) changed.
+func moved(before, after map[string][]int) int {
+	owner := map[int]string{}
+	for id, parts := range before {
+		for _, p := range parts {
+			owner[p] = id
+		}
+	}
+	n := 0
+	for id, parts := range after {
+		for _, p := range parts {
+			if prev, ok := owner[p]; ok && prev != id {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func podName(i int) string { return fmt.Sprintf("kernelstream-%d", i) }
+
+// minMoves is the fewest partitions that must move from before (disjoint
+// claims of the members in ids) to any assignment of p partitions over ids
+// balanced within one: p minus the most claims that can be kept, found by
+// trying every way of handing out the p%n larger quotas.
+func minMoves(before map[string][]int, ids []string, p int) int {
+	n := len(ids)
+	q, r := p/n, p%n
+	best := -1
+	for mask := 0; mask < 1<<n; mask++ {
+		bits := 0
+		for m := mask; m > 0; m &= m - 1 {
+			bits++
+		}
+		if bits != r {
+			continue
+		}
+		kept := 0
+		for i, id := range ids {
+			quota := q
+			if mask&(1<<i) != 0 {
+				quota++
+			}
+			kept += min(len(before[id]), quota)
+		}
+		best = max(best, kept)
+	}
+	held := 0
+	for _, id := range ids {
+		held += len(before[id])
+	}
+	// Partitions held before by a member still present and now elsewhere.
+	return held - best
+}
+
+func TestStickyBalancerRollingRestartMovesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		pods, part int
+		engine     bool
+		restart    []int // StatefulSet order: highest ordinal first
+	}{
+		{"engine 3 pods 12 partitions", 3, 12, true, []int{2, 1, 0}},
+		{"engine 3 pods 7 partitions", 3, 7, true, []int{2, 1, 0}},
+		{"engine 5 pods 16 partitions", 5, 16, true, []int{4, 3, 2, 1, 0}},
+		{"engine 4 pods 3 partitions", 4, 3, true, []int{3, 2, 1, 0}},
+		{"engine 1 pod 4 partitions", 1, 4, true, []int{0}},
+		// Without the engine's claims the leader's memory carries the
+		// assignment, as long as the leader (pod 0, the oldest member)
+		// itself is not restarted.
+		{"leader memory 3 pods 12 partitions", 3, 12, false, []int{2, 1}},
+		{"leader memory 4 pods 10 partitions", 4, 10, false, []int{3, 2, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newSimGroup(t, tc.part, tc.engine, inputTopic, labelsTopic)
+			for i := 0; i < tc.pods; i++ {
+				g.start(podName(i))
+			}
+			initial := g.rebalance()
+			for _, i := range tc.restart {
+				before := g.rebalance()
+				g.stop(podName(i))
+				if tc.pods > 1 {
+					away := g.rebalance()
+					// The survivors keep all they had and take only the
+					// departed pod's partitions.
+					if got, want := moved(before, away), len(before[podName(i)]); got != want {
+						t.Fatalf("pod %d away: %d partitions moved, want %d: %v -> %v", i, got, want, before, away)
+					}
+					for id, parts := range before {
+						if id != podName(i) && len(minus(parts, away[id])) > 0 {
+							t.Fatalf("pod %d away: survivor %s lost partitions: %v -> %v", i, id, parts, away[id])
+						}
+					}
+				}
+				g.start(podName(i))
+				back := g.rebalance()
+				if !reflect.DeepEqual(back, before) {
+					t.Fatalf("pod %d restarted: assignment %v, want the one before %v", i, back, before)
+				}
+			}
+			if final := g.rebalance(); !reflect.DeepEqual(final, initial) {
+				t.Fatalf("after the rolling restart %v, before %v", final, initial)
+			}
+		})
+	}
+}
+
+// A restart where the pod comes back before the group noticed it left (no
+// LeaveGroup, e.g. SIGKILL within the session timeout): the coordinator
+// replaces the member, and nothing moves even without the engine's claims.
+func TestStickyBalancerFastRestartMovesNothing(t *testing.T) {
+	for _, engine := range []bool{true, false} {
+		t.Run(fmt.Sprintf("engine=%v", engine), func(t *testing.T) {
+			g := newSimGroup(t, 10, engine, inputTopic, labelsTopic)
+			for i := 0; i < 3; i++ {
+				g.start(podName(i))
+			}
+			before := g.rebalance()
+			g.stop(podName(2))
+			g.start(podName(2))
+			if after := g.rebalance(); !reflect.DeepEqual(after, before) {
+				t.Fatalf("after a fast restart %v, before %v", after, before)
+			}
+		})
+	}
+}
+
+func TestStickyBalancerScaleMovesMinimum(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		part       int
+		from, to   int // replicas before and after (StatefulSet ordinals)
+		engine     bool
+		wantMoved  int // -1: compare with minMoves
+		wantBefore []int
+	}{
+		{"up 3->4 of 12", 12, 3, 4, true, 3, nil},
+		{"up 3->4 of 7", 7, 3, 4, true, -1, nil},
+		{"up 1->2 of 6", 6, 1, 2, true, 3, nil},
+		{"up 4->6 of 16", 16, 4, 6, true, -1, nil},
+		{"up 2->5 of 3", 3, 2, 5, true, -1, nil},
+		{"down 4->3 of 12", 12, 4, 3, true, 3, nil},
+		{"down 3->2 of 7", 7, 3, 2, true, -1, nil},
+		{"down 6->1 of 16", 16, 6, 1, true, -1, nil},
+		{"up 3->4 of 12 leader memory", 12, 3, 4, false, 3, nil},
+		{"down 4->3 of 13 leader memory", 13, 4, 3, false, -1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newSimGroup(t, tc.part, tc.engine, inputTopic, labelsTopic)
+			for i := 0; i < tc.from; i++ {
+				g.start(podName(i))
+			}
+			before := g.rebalance()
+			var stay []string
+			for i := 0; i < min(tc.from, tc.to); i++ {
+				stay = append(stay, podName(i))
+			}
+			for i := tc.from; i < tc.to; i++ {
+				g.start(podName(i))
+			}
+			for i := tc.from - 1; i >= tc.to; i-- {
+				g.stop(podName(i))
+			}
+			after := g.rebalance()
+			// Partitions of removed pods must move; on top of that, the
+			// fewest that balance within one allows.
+			removed := 0
+			for i := tc.to; i < tc.from; i++ {
+				removed += len(before[podName(i)])
+			}
+			var ids []string
+			for i := 0; i < tc.to; i++ {
+				ids = append(ids, podName(i))
+			}
+			want := tc.wantMoved
+			if want < 0 {
+				want = removed + minMoves(before, ids, tc.part)
+			}
+			if got := moved(before, after); got != want {
+				t.Fatalf("moved %d partitions, want %d: %v -> %v", got, want, before, after)
+			}
+			for _, id := range stay {
+				if len(after[id]) > len(before[id]) && len(minus(before[id], after[id])) > 0 {
+					t.Fatalf("%s both gained and lost partitions: %v -> %v", id, before[id], after[id])
+				}
+			}
+		})
+	}
+}
+
+// TestStickyBalancerRandomHistory runs a long random StatefulSet history
+// (scale up and down by ordinal, rolling restarts of single pods, new
+// partitions) with the engine's claims and checks after every rebalance the
+// invariants of rebalance (each topic-partition once, co-partitioning,
+// balance within one) and how much moved:
+//   - a restart gives the pod back exactly what it had;
+//   - scaling up with a new identity, scaling down or adding partitions
+//     moves the minimum that balance allows;
+//   - scaling up with an identity whose volume still holds old state (the
+//     StatefulSet reuses ordinals) may move up to P%N more, because restored
+//     claims win the larger quotas.
+func TestStickyBalancerRandomHistory(t *testing.T) {
+	for seed := int64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			parts := 6 + rng.Intn(20)
+			g := newSimGroup(t, parts, true, inputTopic, labelsTopic)
+			replicas := 1 + rng.Intn(4)
+			for i := 0; i < replicas; i++ {
+				g.start(podName(i))
+			}
+			cur := g.rebalance()
+			everStarted := map[string]bool{}
+			for i := 0; i < replicas; i++ {
+				everStarted[podName(i)] = true
+			}
+			ids := func() []string {
+				var out []string
+				for i := 0; i < replicas; i++ {
+					out = append(out, podName(i))
+				}
+				return out
+			}
+			ops := map[string]int{}
+			for step := 0; step < 60; step++ {
+				before := cur
+				switch op := rng.Intn(4); {
+				case op == 0 && replicas < 8: // scale up by one
+					name := podName(replicas)
+					reused := everStarted[name]
+					replicas++
+					everStarted[name] = true
+					g.start(name)
+					cur = g.rebalance()
+					want := minMoves(before, ids(), parts)
+					limit := want
+					if reused {
+						limit += parts % replicas
+					}
+					if got := moved(before, cur); got < want || got > limit {
+						t.Fatalf("step %d: scale up to %d (reused=%v): moved %d, want %d..%d: %v -> %v", step, replicas, reused, got, want, limit, before, cur)
+					}
+					ops["up"]++
+				case op == 1 && replicas > 1: // scale down by one
+					replicas--
+					name := podName(replicas)
+					g.stop(name)
+					cur = g.rebalance()
+					want := len(before[name]) + minMoves(before, ids(), parts)
+					if got := moved(before, cur); got != want {
+						t.Fatalf("step %d: scale down to %d: moved %d, want %d: %v -> %v", step, replicas, got, want, before, cur)
+					}
+					ops["down"]++
+				case op == 2 && replicas > 1: // restart one pod
+					name := podName(rng.Intn(replicas))
+					g.stop(name)
+					g.rebalance()
+					g.start(name)
+					cur = g.rebalance()
+					if !reflect.DeepEqual(cur, before) {
+						t.Fatalf("step %d: restart of %s: %v, before %v", step, name, cur, before)
+					}
+					ops["restart"]++
+				case op == 3 && parts < 40: // the topics get more partitions
+					add := 1 + rng.Intn(4)
+					for _, topic := range []string{inputTopic, labelsTopic} {
+						for p := parts; p < parts+add; p++ {
+							g.partitions = append(g.partitions, kafka.Partition{Topic: topic, ID: p})
+						}
+					}
+					parts += add
+					cur = g.rebalance()
+					if got, want := moved(before, cur), minMoves(before, ids(), parts); got != want {
+						t.Fatalf("step %d: %d partitions: moved %d, minimum %d: %v -> %v", step, parts, got, want, before, cur)
+					}
+					ops["partitions"]++
+				}
+			}
+			t.Logf("operations: %v; finally %d replicas, %d partitions", ops, replicas, parts)
+		})
+	}
+}
+
+func TestStickyBalancerDeterministic(t *testing.T) {
+	run := func(seed int64) kafka.GroupMemberAssignments {
+		var members []kafka.GroupMember
+		for i := 0; i < 5; i++ {
+			b := processor.NewStickyBalancer(podName(i))
+			b.SetOwned(map[string][]int{inputTopic: {i, i + 5, (i * 7) % 11}})
+			ud, err := b.UserData()
+			if err != nil {
+				t.Fatal(err)
+			}
+			members = append(members, kafka.GroupMember{ID: fmt.Sprintf("m-%d", 9-i), Topics: []string{inputTopic, labelsTopic}, UserData: ud})
+		}
+		var parts []kafka.Partition
+		for _, topic := range []string{labelsTopic, inputTopic} {
+			for p := 0; p < 11; p++ {
+				parts = append(parts, kafka.Partition{Topic: topic, ID: p})
+			}
+		}
+		rng := rand.New(rand.NewSource(seed))
+		rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		return processor.NewStickyBalancer("leader").AssignGroups(members, parts)
+	}
+	want := run(1)
+	for seed := int64(2); seed < 20; seed++ {
+		if got := run(seed); !reflect.DeepEqual(got, want) {
+			t.Fatalf("input order changed the assignment:\n%v\n%v", got, want)
+		}
+	}
+}
+
+func TestStickyBalancerEdgeCases(t *testing.T) {
+	parts := func(n int, topics ...string) []kafka.Partition {
+		var ps []kafka.Partition
+		for _, topic := range topics {
+			for p := 0; p < n; p++ {
+				ps = append(ps, kafka.Partition{Topic: topic, ID: p})
+			}
+		}
+		return ps
+	}
+	ud := func(identity string, owned ...int) []byte {
+		b := processor.NewStickyBalancer(identity)
+		if owned != nil {
+			b.SetOwned(map[string][]int{inputTopic: owned})
+		}
+		data, err := b.UserData()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	both := []string{inputTopic, labelsTopic}
+	for _, tc := range []struct {
+		name       string
+		members    []kafka.GroupMember
+		partitions []kafka.Partition
+		want       kafka.GroupMemberAssignments
+	}{
+		{
+			name:       "no members",
+			partitions: parts(3, inputTopic),
+			want:       kafka.GroupMemberAssignments{},
+		},
+		{
+			name:       "no partitions",
+			members:    []kafka.GroupMember{{ID: "a", Topics: both, UserData: ud("p-0")}},
+			partitions: nil,
+			want:       kafka.GroupMemberAssignments{"a": {}},
+		},
+		{
+			name: "more members than partitions keeps the owner",
+			members: []kafka.GroupMember{
+				{ID: "a", Topics: both, UserData: ud("p-0")},
+				{ID: "b", Topics: both, UserData: ud("p-1", 0, 1)},
+				{ID: "c", Topics: both, UserData: ud("p-2")},
+			},
+			partitions: parts(2, inputTopic, labelsTopic),
+			want: kafka.GroupMemberAssignments{
+				"a": {inputTopic: {1}, labelsTopic: {1}},
+				"b": {inputTopic: {0}, labelsTopic: {0}},
+				"c": {},
+			},
+		},
+		{
+			name: "unreadable or foreign user data: fair share by member ID",
+			members: []kafka.GroupMember{
+				{ID: "b", Topics: both, UserData: []byte("not json")},
+				{ID: "a", Topics: both, UserData: []byte(`{"v":99,"id":"p-0","owned":[0,1,2,3]}`)},
+			},
+			partitions: parts(4, inputTopic),
+			want: kafka.GroupMemberAssignments{
+				"a": {inputTopic: {0, 2}},
+				"b": {inputTopic: {1, 3}},
+			},
+		},
+		{
+			name: "duplicate identity: the second member is known by its member ID",
+			members: []kafka.GroupMember{
+				{ID: "y", Topics: both, UserData: ud("p-0", 0, 1, 2, 3)},
+				{ID: "x", Topics: both, UserData: ud("p-0", 0, 1, 2, 3)},
+			},
+			partitions: parts(4, inputTopic),
+			want: kafka.GroupMemberAssignments{
+				"x": {inputTopic: {0, 1}},
+				"y": {inputTopic: {2, 3}},
+			},
+		},
+		{
+			name: "a member not reading the labels topic gets none of it",
+			members: []kafka.GroupMember{
+				{ID: "a", Topics: []string{inputTopic}, UserData: ud("p-0", 0, 1)},
+				{ID: "b", Topics: both, UserData: ud("p-1", 2, 3)},
+			},
+			partitions: parts(4, inputTopic, labelsTopic),
+			want: kafka.GroupMemberAssignments{
+				"a": {inputTopic: {0, 1}},
+				"b": {inputTopic: {2, 3}, labelsTopic: {0, 1, 2, 3}},
+			},
+		},
+		{
+			name: "claims on partitions that no longer exist are ignored",
+			members: []kafka.GroupMember{
+				{ID: "a", Topics: both, UserData: ud("p-0", 5, 6, 7)},
+				{ID: "b", Topics: both, UserData: ud("p-1", 1)},
+			},
+			partitions: parts(2, inputTopic),
+			want: kafka.GroupMemberAssignments{
+				"a": {inputTopic: {0}},
+				"b": {inputTopic: {1}},
+			},
+		},
+		{
+			name: "topics nobody reads are not assigned",
+			members: []kafka.GroupMember{
+				{ID: "a", Topics: []string{inputTopic}, UserData: ud("p-0")},
+			},
+			partitions: parts(2, inputTopic, "other"),
+			want:       kafka.GroupMemberAssignments{"a": {inputTopic: {0, 1}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := processor.NewStickyBalancer("leader").AssignGroups(tc.members, tc.partitions)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStickyBalancerUserData(t *testing.T) {
+	b := processor.NewStickyBalancer("kernelstream-3")
+	if b.ProtocolName() != processor.StickyProtocolName {
+		t.Fatalf("protocol %q", b.ProtocolName())
+	}
+	for _, tc := range []struct {
+		name string
+		set  func()
+		want string
+	}{
+		{"fresh process: identity only", func() {}, `{"v":1,"id":"kernelstream-3"}`},
+		{"state restored from disk", func() { b.SetRestored(map[string][]int{inputTopic: {4, 1}, labelsTopic: {1}}) },
+			`{"v":1,"id":"kernelstream-3","restored":[1,4]}`},
+		{"owned after a generation", func() {
+			b.SetOwnedAssignments(map[string][]kafka.PartitionAssignment{inputTopic: {{ID: 7}, {ID: 2}}, labelsTopic: {{ID: 2}, {ID: 7}}})
+		}, `{"v":1,"id":"kernelstream-3","owned":[2,7]}`},
+		{"owns nothing (known)", func() { b.SetOwned(nil) }, `{"v":1,"id":"kernelstream-3","owned":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.set()
+			data, err := b.UserData()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data) != tc.want {
+				t.Fatalf("UserData %s, want %s", data, tc.want)
+			}
+			if !json.Valid(data) {
+				t.Fatal("not JSON")
+			}
+		})
+	}
+}
+
+func TestMemberIdentity(t *testing.T) {
+	t.Setenv("POD_NAME", "kernelstream-7")
+	if got := processor.MemberIdentity(); got != "kernelstream-7" {
+		t.Fatalf("MemberIdentity() = %q with POD_NAME set", got)
+	}
+	t.Setenv("POD_NAME", "")
+	if got := processor.MemberIdentity(); got == "" {
+		t.Fatal("MemberIdentity() empty without POD_NAME: want the host name")
+	}
+}
+
+// minus returns the elements of a not in b.
+func minus(a, b []int) []int {
+	in := map[int]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []int
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package processor
+
+import (
+	"container/list"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// slot is one key's learner in memory.
+type slot struct {
+	key     string
+	l       models.Learner
+	updates uint64 // n_updates: successful updates so far (part of the stored state)
+	dirty   bool   // changed since the last checkpoint (Predict may advance the PRNG)
+	elem    *list.Element
+}
+
+// learnerCache holds one partition's learners. At most about max learners
+// are in memory across all partitions (a shared counter); the least recently
+// used are evicted. An evicted learner that is dirty is marshalled into
+// `evicted` and stays there until the next checkpoint writes it: it never
+// reaches Badger outside a checkpoint, so Badger only ever holds checkpointed
+// state, and a key read back before that checkpoint comes from `evicted`.
+type learnerCache struct {
+	part    int
+	spec    models.Spec
+	store   *checkpoint.Store
+	live    map[string]*slot
+	lru     list.List // front = most recently used
+	evicted map[string][]byte
+	max     int
+	global  *atomic.Int64 // learners in memory, all partitions
+	loads   int64         // learners read back from Badger or `evicted`
+}
+
+func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global *atomic.Int64) *learnerCache {
+	return &learnerCache{part: part, spec: spec, store: store, live: map[string]*slot{}, evicted: map[string][]byte{}, max: max, global: global}
+}
+
+// get returns the learner of key, loading or creating it.
+func (c *learnerCache) get(key []byte) (*slot, error) {
+	if s, ok := c.live[string(key)]; ok {
+		c.lru.MoveToFront(s.elem)
+		return s, nil
+	}
+	k := string(key)
+	blob, ok := c.evicted[k]
+	if !ok {
+		var err error
+		blob, ok, err = c.store.Learner(c.part, key)
+		if err != nil {
+			return nil, err
+		}
+	}
+	l, err := models.New(c.spec, k)
+	if err != nil {
+		return nil, fmt.Errorf("new learner for key %q: %w", k, err)
+	}
+	s := &slot{key: k, l: l}
+	if ok {
+		c.loads++
+		n, w := binary.Uvarint(blob)
+		if w <= 0 {
+			return nil, fmt.Errorf("learner of key %q in partition %d: corrupt n_updates", k, c.part)
+		}
+		if err := l.UnmarshalBinary(blob[w:]); err != nil {
+			return nil, fmt.Errorf("learner of key %q in partition %d: %w", k, c.part, err)
+		}
+		s.updates = n
+		if _, wasEvicted := c.evicted[k]; wasEvicted {
+			delete(c.evicted, k)
+			s.dirty = true // its blob is no longer held anywhere else
+		}
+	}
+	s.elem = c.lru.PushFront(s)
+	c.live[k] = s
+	c.global.Add(1)
+	return s, c.evict()
+}
+
+// evict drops least recently used learners while the global count is above
+// max, keeping at least the one just used.
+func (c *learnerCache) evict() error {
+	for c.global.Load() > int64(c.max) && c.lru.Len() > 1 {
+		s := c.lru.Back().Value.(*slot)
+		if s.dirty {
+			b, err := encodeSlot(s)
+			if err != nil {
+				return err
+			}
+			c.evicted[s.key] = b
+		}
+		c.lru.Remove(s.elem)
+		delete(c.live, s.key)
+		c.global.Add(-1)
+	}
+	return nil
+}
+
+// encodeSlot is the stored value: uvarint n_updates | learner blob.
+func encodeSlot(s *slot) ([]byte, error) {
+	blob, err := s.l.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("marshal learner of key %q: %w", s.key, err)
+	}
+	out := binary.AppendUvarint(make([]byte, 0, len(blob)+10), s.updates)
+	return append(out, blob...), nil
+}
+
+// dirtyOps returns the learner operations of a checkpoint.
+func (c *learnerCache) dirtyOps() ([]checkpoint.Op, error) {
+	ops := make([]checkpoint.Op, 0, len(c.evicted))
+	for k, b := range c.evicted {
+		ops = append(ops, checkpoint.Op{Key: []byte(k), Value: b})
+	}
+	for _, s := range c.live {
+		if !s.dirty {
+			continue
+		}
+		b, err := encodeSlot(s)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, checkpoint.Op{Key: []byte(s.key), Value: b})
+	}
+	return ops, nil
+}
+
+// committed marks everything clean after a checkpoint commit.
+func (c *learnerCache) committed() {
+	clear(c.evicted)
+	for _, s := range c.live {
+		s.dirty = false
+	}
+}
+
+// release drops all learners (partition revoked).
+func (c *learnerCache) release() {
+	c.global.Add(-int64(len(c.live)))
+	c.live = map[string]*slot{}
+	c.lru.Init()
+	clear(c.evicted)
+}

@@ -1,0 +1,228 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// Defaults of the Config fields (applied by New to zero values).
+const (
+	DefaultStartOffset          = "earliest"
+	DefaultCheckpointInterval   = 5 * time.Second
+	DefaultCheckpointMaxRecords = 10000
+	DefaultLabelsTTL            = time.Hour
+	DefaultMaxPending           = 100000
+	DefaultMaxLearners          = 100000
+	DefaultTopK                 = 10
+	DefaultMaxValueBytes        = 1 << 20
+	DefaultShutdownGrace        = 30 * time.Second
+	DefaultBatchTimeout         = 2 * time.Millisecond
+	DefaultSessionTimeout       = 10 * time.Second
+	DefaultHeartbeatInterval    = time.Second
+	DefaultRebalanceTimeout     = 30 * time.Second
+	DefaultRetryBackoffMax      = 5 * time.Second
+)
+
+// Config configures a Processor. Zero values take the documented defaults;
+// Validate reports the first invalid field by name.
+type Config struct {
+	// Brokers are the bootstrap addresses (host:port). Required.
+	Brokers []string
+	// Group is the consumer group id. Required.
+	Group string
+	// InputTopic carries the feature, label, decision and reward records. Required.
+	InputTopic string
+	// OutputTopic receives one prediction per record with x or arms. Required.
+	OutputTopic string
+	// DLQTopic receives every unusable record unchanged. Required.
+	DLQTopic string
+	// LabelsTopic optionally carries labels and rewards, co-partitioned with
+	// InputTopic (same key -> same partition number). Default "" (labels only
+	// on InputTopic).
+	LabelsTopic string
+	// StartOffset is "earliest" (default) or "latest": where a partition
+	// starts when neither Badger nor the group has an offset for it.
+	StartOffset string
+
+	// Model is the learner spec every key's learner is built from. Required.
+	Model models.Spec
+
+	// CheckpointDir is the Badger directory. Required.
+	CheckpointDir string
+	// CheckpointInterval is the time between checkpoints of a partition.
+	// Default 5s.
+	CheckpointInterval time.Duration
+	// CheckpointMaxRecords triggers a checkpoint after this many records of a
+	// partition. Default 10000.
+	CheckpointMaxRecords int
+
+	// LabelsTTL expires pending predictions older than this in event time
+	// (the partition's largest ts seen minus the entry's ts). Default 1h.
+	LabelsTTL time.Duration
+	// MaxPending bounds the pending-label map of one partition; the oldest
+	// entry (by offset) expires first. Default 100000.
+	MaxPending int
+	// MaxLearners bounds the learners held in memory per partition; colder
+	// ones live in Badger and are read back on demand. Default 100000.
+	MaxLearners int
+	// TopK is the length of the ranking a regression learner returns for an
+	// `arms` record. Default 10.
+	TopK int
+	// MaxValueBytes is the largest record value processed; bigger values are
+	// dead-lettered with reason "oversized". Default 1 MiB.
+	MaxValueBytes int
+
+	// ShutdownGrace bounds the final checkpoint and group leave after Run's
+	// context is cancelled. Default 30s.
+	ShutdownGrace time.Duration
+	// BatchTimeout is the output writer's batch timeout. Default 2ms.
+	BatchTimeout time.Duration
+	// SessionTimeout, HeartbeatInterval and RebalanceTimeout tune the group
+	// membership. Defaults 10s, 1s, 30s.
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	RebalanceTimeout  time.Duration
+	// RetryBackoffMax caps the exponential backoff of every retry loop
+	// (group join, fetch, produce, checkpoint). Default 5s.
+	RetryBackoffMax time.Duration
+
+	// Dialer is used by the group and the readers (TLS/SASL set by the
+	// caller). Default nil = plain TCP.
+	Dialer *kafka.Dialer
+	// Transport is used by the writers (TLS/SASL). Default nil = plain TCP.
+	Transport kafka.RoundTripper
+	// GroupBalancers are offered to the group in priority order. Default nil
+	// = range.
+	GroupBalancers []kafka.GroupBalancer
+
+	// Logger receives all logs. Default: zerolog's zero Logger (discards).
+	Logger zerolog.Logger
+	// Registerer receives the metrics (metrics.go). Default nil = no metrics.
+	Registerer prometheus.Registerer
+
+	// checkpointTxnBytes, when > 0, caps a Badger transaction (tests force
+	// staged checkpoints with it).
+	checkpointTxnBytes int
+}
+
+// withDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.StartOffset == "" {
+		cfg.StartOffset = DefaultStartOffset
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if cfg.CheckpointMaxRecords == 0 {
+		cfg.CheckpointMaxRecords = DefaultCheckpointMaxRecords
+	}
+	if cfg.LabelsTTL == 0 {
+		cfg.LabelsTTL = DefaultLabelsTTL
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.MaxLearners == 0 {
+		cfg.MaxLearners = DefaultMaxLearners
+	}
+	if cfg.TopK == 0 {
+		cfg.TopK = DefaultTopK
+	}
+	if cfg.MaxValueBytes == 0 {
+		cfg.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.BatchTimeout == 0 {
+		cfg.BatchTimeout = DefaultBatchTimeout
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.RebalanceTimeout == 0 {
+		cfg.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if cfg.RetryBackoffMax == 0 {
+		cfg.RetryBackoffMax = DefaultRetryBackoffMax
+	}
+	return cfg
+}
+
+// Validate checks cfg after defaults; the error names the field.
+func (cfg Config) Validate() error {
+	c := cfg.withDefaults()
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("processor: %s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	if len(c.Brokers) == 0 {
+		bad("Brokers", "at least one broker address is required")
+	}
+	for i, b := range c.Brokers {
+		if b == "" {
+			bad("Brokers", "entry %d is empty", i)
+		}
+	}
+	if c.Group == "" {
+		bad("Group", "required")
+	}
+	if c.InputTopic == "" {
+		bad("InputTopic", "required")
+	}
+	if c.OutputTopic == "" {
+		bad("OutputTopic", "required")
+	}
+	if c.DLQTopic == "" {
+		bad("DLQTopic", "required")
+	}
+	for _, t := range []struct{ name, v string }{{"OutputTopic", c.OutputTopic}, {"DLQTopic", c.DLQTopic}, {"LabelsTopic", c.LabelsTopic}} {
+		if t.v != "" && t.v == c.InputTopic {
+			bad(t.name, "must differ from InputTopic %q", c.InputTopic)
+		}
+	}
+	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
+		bad("StartOffset", "%q: want earliest or latest", c.StartOffset)
+	}
+	if err := c.Model.Validate(); err != nil {
+		bad("Model", "%v", err)
+	}
+	if c.CheckpointDir == "" {
+		bad("CheckpointDir", "required")
+	}
+	positive := []struct {
+		name string
+		v    time.Duration
+	}{{"CheckpointInterval", c.CheckpointInterval}, {"LabelsTTL", c.LabelsTTL}, {"ShutdownGrace", c.ShutdownGrace},
+		{"BatchTimeout", c.BatchTimeout}, {"SessionTimeout", c.SessionTimeout}, {"HeartbeatInterval", c.HeartbeatInterval},
+		{"RebalanceTimeout", c.RebalanceTimeout}, {"RetryBackoffMax", c.RetryBackoffMax}}
+	for _, p := range positive {
+		if p.v < 0 {
+			bad(p.name, "%v must be > 0", p.v)
+		}
+	}
+	ints := []struct {
+		name string
+		v    int
+	}{{"CheckpointMaxRecords", c.CheckpointMaxRecords}, {"MaxPending", c.MaxPending}, {"MaxLearners", c.MaxLearners},
+		{"TopK", c.TopK}, {"MaxValueBytes", c.MaxValueBytes}}
+	for _, p := range ints {
+		if p.v < 0 {
+			bad(p.name, "%d must be > 0", p.v)
+		}
+	}
+	if c.HeartbeatInterval >= c.SessionTimeout {
+		bad("HeartbeatInterval", "%v must be below SessionTimeout %v", c.HeartbeatInterval, c.SessionTimeout)
+	}
+	return errors.Join(errs...)
+}

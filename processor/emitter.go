@@ -1,0 +1,220 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+)
+
+// outMsg is one message to produce (a prediction or a dead letter) with the
+// per-partition sequence number the checkpoint waits for.
+type outMsg struct {
+	msg    kafka.Message
+	seq    uint64
+	input  time.Time // input record's timestamp (latency histogram); zero for dead letters
+	output bool      // a prediction (counted in the latency histogram)
+}
+
+// emitter produces one partition's messages in order, in batches: while a
+// batch is in flight the next records accumulate, so throughput grows with
+// load while an idle stream pays one round trip. It retries a failed batch
+// with backoff until it is acknowledged (at least once) or the emitter is
+// stopped, and publishes the highest acknowledged sequence number for the
+// checkpoint's first step.
+type emitter struct {
+	w       *kafka.Writer
+	ch      chan outMsg
+	log     zerolog.Logger
+	metrics *metrics
+	backoff time.Duration
+
+	mu     sync.Mutex
+	acked  uint64
+	notify chan struct{}
+	done   chan struct{}
+}
+
+const emitBatch = 512
+
+func newEmitter(w *kafka.Writer, log zerolog.Logger, m *metrics, backoffMax time.Duration) *emitter {
+	return &emitter{w: w, ch: make(chan outMsg, 4*emitBatch), log: log, metrics: m, backoff: backoffMax,
+		notify: make(chan struct{}), done: make(chan struct{})}
+}
+
+// run produces until ctx is cancelled (the caller cancels it once the final
+// checkpoint has waited for what it needed, or gives up).
+func (e *emitter) run(ctx context.Context) {
+	defer close(e.done)
+	batch := make([]outMsg, 0, emitBatch)
+	msgs := make([]kafka.Message, 0, emitBatch)
+	ep := newEpisode(e.log, "produce")
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-e.ch:
+			batch = append(batch, m)
+		}
+	fill:
+		for len(batch) < emitBatch {
+			select {
+			case m := <-e.ch:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		msgs = msgs[:0]
+		for _, m := range batch {
+			msgs = append(msgs, m.msg)
+		}
+		delay := 50 * time.Millisecond
+		for {
+			err := e.w.WriteMessages(ctx, msgs...)
+			if err == nil {
+				ep.ok()
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if isTooLarge(err) {
+				stripOversized(msgs)
+			}
+			ep.fail(err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, e.backoff)
+		}
+		now := time.Now()
+		for _, m := range batch {
+			if m.output && e.metrics != nil {
+				e.metrics.latency.Observe(now.Sub(m.input).Seconds())
+			}
+		}
+		e.mu.Lock()
+		e.acked = batch[len(batch)-1].seq
+		close(e.notify)
+		e.notify = make(chan struct{})
+		e.mu.Unlock()
+	}
+}
+
+// waitAcked blocks until every message up to seq is acknowledged.
+func (e *emitter) waitAcked(ctx context.Context, seq uint64) error {
+	for {
+		e.mu.Lock()
+		acked, ch := e.acked, e.notify
+		e.mu.Unlock()
+		if acked >= seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.done:
+			return errors.New("emitter stopped before acknowledging")
+		case <-ch:
+		}
+	}
+}
+
+func isTooLarge(err error) bool {
+	var tl kafka.MessageTooLargeError
+	if errors.As(err, &tl) || errors.Is(err, kafka.MessageSizeTooLarge) {
+		return true
+	}
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		for _, e := range we {
+			if e != nil && (errors.Is(e, kafka.MessageSizeTooLarge) || errors.As(e, &tl)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stripOversized replaces the value of dead letters the brokers refuse as too
+// large by nothing, with a header giving the original size (the one case
+// where a dead letter is not the record unchanged).
+func stripOversized(msgs []kafka.Message) {
+	for i := range msgs {
+		if len(msgs[i].Value) > strippedAbove && hasHeader(msgs[i].Headers, headerReason) {
+			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerOmitted, Value: []byte(strconv.Itoa(len(msgs[i].Value)))})
+			msgs[i].Value = nil
+		}
+	}
+}
+
+// strippedAbove is the value size above which a refused dead letter loses its value.
+const strippedAbove = 512 << 10
+
+func hasHeader(hs []kafka.Header, key string) bool {
+	for _, h := range hs {
+		if h.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// episode logs a failing operation once per episode: a warning at the first
+// failure, a debug line for the next ones, an info line with the count and
+// duration when it succeeds again.
+type episode struct {
+	log   zerolog.Logger
+	what  string
+	fails int
+	since time.Time
+}
+
+func newEpisode(log zerolog.Logger, what string) *episode { return &episode{log: log, what: what} }
+
+func (e *episode) fail(err error) {
+	if e.fails == 0 {
+		e.since = time.Now()
+		e.log.Warn().Err(err).Str("op", e.what).Msg("kafka unavailable, retrying with backoff")
+	} else {
+		e.log.Debug().Err(err).Str("op", e.what).Int("attempt", e.fails+1).Msg("still failing")
+	}
+	e.fails++
+}
+
+func (e *episode) ok() {
+	if e.fails > 0 {
+		e.log.Info().Str("op", e.what).Int("failures", e.fails).Dur("outage", time.Since(e.since)).Msg("kafka reachable again")
+		e.fails = 0
+	}
+}
+
+// readerLog adapts kafka-go's error logger so that a reader's retries during
+// an outage are logged once per episode (ok is called on each message).
+type readerLog struct {
+	mu sync.Mutex
+	ep *episode
+}
+
+func (r *readerLog) Printf(format string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ep.fail(fmt.Errorf(format, a...))
+}
+
+func (r *readerLog) ok() {
+	r.mu.Lock()
+	if r.ep.fails > 0 {
+		r.ep.ok()
+	}
+	r.mu.Unlock()
+}

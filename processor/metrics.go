@@ -1,0 +1,110 @@
+package processor
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the Prometheus series of docs/pipeline.md. Counters that Stats
+// also reports are read from the shared atomics by CounterFuncs, so there is
+// one source of truth.
+type metrics struct {
+	latency       prometheus.Histogram
+	checkpointDur prometheus.Histogram
+	lag           *prometheus.GaugeVec
+	onDisk        *prometheus.GaugeVec
+	kernelWeight  *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
+	m := &metrics{
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "kernelstream", Name: "input_to_prediction_seconds",
+			Help:    "Time from the input record's timestamp to the acknowledgement of its prediction.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		checkpointDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "kernelstream", Name: "checkpoint_duration_seconds",
+			Help:    "Duration of one partition checkpoint (acks wait, Badger write, group commit).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "partition_lag_records",
+			Help: "High-water mark minus the next offset to process, per input partition.",
+		}, []string{"partition"}),
+		onDisk: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "learners_on_disk",
+			Help: "Learners stored in Badger per partition (counted at restore and checkpoint).",
+		}, []string{"partition"}),
+		kernelWeight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "kernel_weight",
+			Help: "Kernel weights of the most recently updated learner of a partition, when the learner exposes them.",
+		}, []string{"partition", "kernel"}),
+	}
+	if reg == nil {
+		return m
+	}
+	counterVec := func(name, help, label string, names []string, get func(i int) float64) {
+		for i, n := range names {
+			i := i
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Namespace: "kernelstream", Name: name, Help: help, ConstLabels: prometheus.Labels{label: n},
+			}, func() float64 { return get(i) }))
+		}
+	}
+	counter := func(name, help string, get func() float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kernelstream", Name: name, Help: help}, get))
+	}
+	gauge := func(name, help string, get func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kernelstream", Name: name, Help: help}, get))
+	}
+	counterVec("records_total", "Input records by kind.", "kind", kindNames[:], func(i int) float64 { return float64(c.records[i].Load()) })
+	counterVec("dead_letters_total", "Records sent to the dead-letter topic, by reason.", "reason", reasonNames[:], func(i int) float64 { return float64(c.dead[i].Load()) })
+	counterVec("pending_expired_total", "Pending predictions dropped without a label, by cause.", "cause", expiryNames[:], func(i int) float64 { return float64(c.expired[i].Load()) })
+	counter("predictions_total", "Predictions and decisions emitted.", func() float64 { return float64(c.predictions.Load()) })
+	counter("decisions_total", "Decisions (answers to arms records) emitted.", func() float64 { return float64(c.decisions.Load()) })
+	counter("updates_total", "Learner updates applied.", func() float64 { return float64(c.updates.Load()) })
+	counter("unknown_labels_total", "Labels or rewards whose id was not pending.", func() float64 { return float64(c.unknown.Load()) })
+	counter("numerical_rejections_total", "Updates refused by the numerical guard (state kept).", func() float64 { return float64(c.numerical.Load()) })
+	counter("replayed_records_total", "Input records replayed without emitting to rebuild state.", func() float64 { return float64(c.replayed.Load()) })
+	counter("checkpoints_total", "Partition checkpoints committed.", func() float64 { return float64(c.checkpoints.Load()) })
+	gauge("pending_labels", "Predictions waiting for a label, all partitions.", func() float64 { return float64(c.pending.Load()) })
+	gauge("learners_in_memory", "Learner objects held in memory.", func() float64 { return float64(c.inMemory.Load()) })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "kernelstream", Name: "progressive_loss",
+		Help: "Mean loss of predictions on their labels since start.", ConstLabels: prometheus.Labels{"model": model},
+	}, func() float64 {
+		n := c.lossCount.Load()
+		if n == 0 {
+			return 0
+		}
+		return math.Float64frombits(c.lossBits.Load()) / float64(n)
+	}))
+	reg.MustRegister(m.latency, m.checkpointDur, m.lag, m.onDisk, m.kernelWeight)
+	return m
+}
+
+func (m *metrics) setKernelWeights(part int, w []float64) {
+	p := strconv.Itoa(part)
+	for i, v := range w {
+		m.kernelWeight.WithLabelValues(p, strconv.Itoa(i)).Set(v)
+	}
+}
+
+// kernelWeighter is the optional learner capability exported as kernel_weight.
+type kernelWeighter interface{ KernelWeights() []float64 }
+
+// addFloat adds v to a float64 stored as bits.
+func addFloat(a interface {
+	Load() uint64
+	CompareAndSwap(old, new uint64) bool
+}, v float64) {
+	for {
+		old := a.Load()
+		if a.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
+}

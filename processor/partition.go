@@ -1,0 +1,698 @@
+package processor
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// worker processes one input partition (and its co-partition of the labels
+// topic) in offset order. Everything it owns is single-goroutine.
+type worker struct {
+	p     *Processor
+	cfg   *Config
+	part  int
+	log   zerolog.Logger
+	store *checkpoint.Store
+	w     *kafka.Writer
+	cache *learnerCache
+	pend  *pendingMap
+	dec   *decoder
+	em    *emitter
+
+	nextIn, nextLab   int64 // next offsets to read (kafka.FirstOffset/LastOffset before the first record)
+	groupIn, groupLab int64 // the group's committed offsets at assignment
+	emitFrom          int64 // input records below it are replayed without emitting
+	watermark         int64 // largest event time seen (ms)
+	seq               uint64
+	sinceCkpt         int
+	lastCkpt          time.Time
+	lastUpdated       *slot
+	restored          bool
+
+	kbuf    []byte
+	scores  []scored
+	logGate map[string]time.Time
+}
+
+type scored struct {
+	i int
+	p models.Prediction
+}
+
+func newWorker(p *Processor, store *checkpoint.Store, w *kafka.Writer, part int) *worker {
+	return &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
+		store: store, w: w, dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
+		logGate: map[string]time.Time{}}
+}
+
+// Partition meta (version 1): 1 | varint nextIn | varint nextLab | varint watermark | spec hash (8, LE).
+func (w *worker) encodeMeta() []byte {
+	b := []byte{1}
+	b = binary.AppendVarint(b, w.nextIn)
+	b = binary.AppendVarint(b, w.nextLab)
+	b = binary.AppendVarint(b, w.watermark)
+	return binary.LittleEndian.AppendUint64(b, w.p.specHash)
+}
+
+func (w *worker) decodeMeta(b []byte) error {
+	if len(b) < 1 || b[0] != 1 {
+		return errors.New("unknown partition meta version")
+	}
+	b = b[1:]
+	var vals [3]int64
+	for i := range vals {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return errors.New("corrupt partition meta")
+		}
+		vals[i], b = v, b[n:]
+	}
+	if len(b) != 8 {
+		return errors.New("corrupt partition meta")
+	}
+	if binary.LittleEndian.Uint64(b) != w.p.specHash {
+		return fmt.Errorf("CheckpointDir holds state of another model spec for partition %d (use a new directory for a new model)", w.part)
+	}
+	w.nextIn, w.nextLab, w.watermark = vals[0], vals[1], vals[2]
+	return nil
+}
+
+// restore loads the partition's checkpoint and decides where to read from
+// and from where to emit (DESIGN.md, "On assignment").
+func (w *worker) restore(groupIn, groupLab int64) error {
+	cfg := w.cfg
+	start := kafka.FirstOffset
+	if cfg.StartOffset == "latest" {
+		start = kafka.LastOffset
+	}
+	w.groupIn, w.groupLab = groupIn, groupLab
+	meta, ok, err := w.store.Meta(w.part)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if err := w.decodeMeta(meta); err != nil {
+			return err
+		}
+		// Labels past our checkpoint are re-read from it: they rebuild the same state.
+		w.emitFrom = max(w.nextIn, groupIn)
+	} else {
+		// No local state: rebuild it from the start of the log up to the
+		// group's offset (if any) without emitting.
+		w.nextIn, w.nextLab, w.emitFrom = start, start, 0
+		if groupIn >= 0 {
+			w.nextIn, w.emitFrom = kafka.FirstOffset, groupIn
+		}
+		if groupLab >= 0 {
+			w.nextLab = kafka.FirstOffset
+		}
+	}
+	var entries []*pendingEntry
+	err = w.store.EachPending(w.part, func(k, v []byte) error {
+		e, err := decodePending(string(k), v, cfg.Model.Dim)
+		if err != nil {
+			return fmt.Errorf("pending entry of partition %d: %w", w.part, err)
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.pend.load(entries)
+	w.p.c.pending.Add(int64(len(entries)))
+	w.cache = newLearnerCache(w.part, cfg.Model, w.store, cfg.MaxLearners, &w.p.c.inMemory)
+	if n, err := w.store.CountLearners(w.part); err == nil {
+		w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part)).Set(float64(n))
+	}
+	w.log.Info().Int64("next_offset", w.nextIn).Int64("group_offset", groupIn).Int64("emit_from", w.emitFrom).
+		Int("pending", len(entries)).Bool("checkpoint", ok).Msg("partition restored")
+	return nil
+}
+
+func (w *worker) newReader(topic string, offset int64, rl *readerLog) *kafka.Reader {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: w.cfg.Brokers, Topic: topic, Partition: w.part, Dialer: w.cfg.Dialer,
+		MinBytes: 1, MaxBytes: max(4*w.cfg.MaxValueBytes, 16<<20), MaxWait: 250 * time.Millisecond,
+		QueueCapacity: 1024, ReadBackoffMin: 100 * time.Millisecond, ReadBackoffMax: w.cfg.RetryBackoffMax,
+		ReadLagInterval: -1, ErrorLogger: rl, MaxAttempts: math.MaxInt32,
+	})
+	r.SetOffset(offset)
+	return r
+}
+
+// fetch pumps a reader into ch until ctx ends.
+func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- kafka.Message) {
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			rl.Printf("fetch: %v", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		rl.ok()
+		select {
+		case ch <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// merger yields input and labels records in a deterministic order when
+// both are available: by Kafka timestamp, input first on ties. When one side
+// has nothing buffered it waits for it unless that side is caught up with
+// its high-water mark (or silent for mergeIdle), so an idle labels topic
+// never stalls predictions.
+type merger struct {
+	in, lab         <-chan kafka.Message
+	headIn, headLab *kafka.Message
+	inCaught        bool
+	labCaught       bool
+}
+
+const mergeIdle = 50 * time.Millisecond
+
+func (m *merger) next(ctx context.Context) (kafka.Message, bool, error) {
+	if m.lab == nil {
+		select {
+		case msg := <-m.in:
+			return msg, false, nil
+		case <-ctx.Done():
+			return kafka.Message{}, false, ctx.Err()
+		}
+	}
+	for {
+		if m.headIn == nil {
+			select {
+			case msg := <-m.in:
+				m.headIn = &msg
+				m.inCaught = msg.Offset+1 >= msg.HighWaterMark
+			default:
+			}
+		}
+		if m.headLab == nil {
+			select {
+			case msg := <-m.lab:
+				m.headLab = &msg
+				m.labCaught = msg.Offset+1 >= msg.HighWaterMark
+			default:
+			}
+		}
+		takeIn := func() (kafka.Message, bool, error) { msg := *m.headIn; m.headIn = nil; return msg, false, nil }
+		takeLab := func() (kafka.Message, bool, error) { msg := *m.headLab; m.headLab = nil; return msg, true, nil }
+		switch {
+		case m.headIn != nil && m.headLab != nil:
+			if m.headLab.Time.Before(m.headIn.Time) {
+				return takeLab()
+			}
+			return takeIn()
+		case m.headIn != nil && m.labCaught:
+			return takeIn()
+		case m.headLab != nil && m.inCaught:
+			return takeLab()
+		}
+		idle := time.NewTimer(mergeIdle)
+		select {
+		case <-ctx.Done():
+			idle.Stop()
+			return kafka.Message{}, false, ctx.Err()
+		case msg := <-m.in:
+			m.headIn = &msg
+			m.inCaught = msg.Offset+1 >= msg.HighWaterMark
+		case msg := <-m.lab:
+			m.headLab = &msg
+			m.labCaught = msg.Offset+1 >= msg.HighWaterMark
+		case <-idle.C:
+			if m.headIn == nil {
+				m.inCaught = true
+			}
+			if m.headLab == nil {
+				m.labCaught = true
+			}
+		}
+		idle.Stop()
+	}
+}
+
+// run restores the partition, processes records until ctx ends, then
+// checkpoints and commits. It returns an error only when the store fails.
+func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupLab int64) error {
+	defer w.p.setAssigned(w.part, false)
+	if err := w.restore(groupIn, groupLab); err != nil {
+		return fmt.Errorf("%w: restore partition %d: %w", errStoreFailed, w.part, err)
+	}
+	defer func() {
+		w.p.c.pending.Add(-int64(w.pend.len()))
+		w.cache.release()
+	}()
+	emCtx, emCancel := context.WithCancel(context.Background())
+	defer emCancel()
+	w.em = newEmitter(w.w, w.log, w.p.m, w.cfg.RetryBackoffMax)
+	go w.em.run(emCtx)
+
+	fctx, fcancel := context.WithCancel(ctx)
+	defer fcancel()
+	rlIn := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.InputTopic)}
+	inR := w.newReader(w.cfg.InputTopic, w.nextIn, rlIn)
+	defer inR.Close()
+	inCh := make(chan kafka.Message, 256)
+	go fetch(fctx, inR, rlIn, inCh)
+	m := &merger{in: inCh}
+	if w.cfg.LabelsTopic != "" {
+		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
+		labR := w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
+		defer labR.Close()
+		labCh := make(chan kafka.Message, 256)
+		go fetch(fctx, labR, rlLab, labCh)
+		m.lab = labCh
+	}
+	w.markRestored()
+	w.lastCkpt = time.Now()
+	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		msg, fromLabels, err := w.nextOrTick(ctx, m, tick.C)
+		if err != nil {
+			break
+		}
+		if msg != nil {
+			if err := w.handle(ctx, msg, fromLabels); err != nil {
+				return err
+			}
+			w.sinceCkpt++
+		}
+		if w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (w.sinceCkpt > 0 && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval) {
+			if err := w.checkpoint(ctx, gen); err != nil {
+				if errors.Is(err, errStoreFailed) {
+					return err
+				}
+				if ctx.Err() == nil {
+					w.log.Warn().Err(err).Msg("checkpoint postponed")
+				}
+			}
+		}
+	}
+	// Revoked or shutting down: checkpoint what was processed. On shutdown
+	// the grace period bounds it; on revoke the session timeout does (after
+	// it the partition belongs to someone else anyway).
+	bound := w.cfg.ShutdownGrace
+	if w.p.cfg.SessionTimeout < bound {
+		bound = w.p.cfg.SessionTimeout
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), bound)
+	defer ccancel()
+	if err := w.checkpoint(cctx, gen); err != nil {
+		if errors.Is(err, errStoreFailed) {
+			return err
+		}
+		w.log.Warn().Err(err).Msg("final checkpoint skipped: the records since the last one will be replayed")
+	}
+	return nil
+}
+
+func (w *worker) nextOrTick(ctx context.Context, m *merger, tick <-chan time.Time) (*kafka.Message, bool, error) {
+	type res struct {
+		msg kafka.Message
+		lab bool
+		err error
+	}
+	// fast path: a message is usually ready
+	if m.lab == nil {
+		select {
+		case msg := <-m.in:
+			return &msg, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-tick:
+			return nil, false, nil
+		}
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-tick:
+			cancel()
+		case <-tctx.Done():
+		}
+	}()
+	msg, lab, err := m.next(tctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	return &msg, lab, nil
+}
+
+func (w *worker) markRestored() {
+	if w.restored {
+		return
+	}
+	if w.emitFrom <= 0 || w.nextIn >= w.emitFrom {
+		w.restored = true
+		w.p.setAssigned(w.part, true)
+	}
+}
+
+// checkpoint runs the protocol: (1) outputs acknowledged, (2) Badger
+// commit, (3) group commit.
+func (w *worker) checkpoint(ctx context.Context, gen *kafka.Generation) error {
+	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 {
+		return nil
+	}
+	start := time.Now()
+	if err := w.em.waitAcked(ctx, w.seq); err != nil {
+		return fmt.Errorf("waiting for output acknowledgements: %w", err)
+	}
+	learners, err := w.cache.dirtyOps()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errStoreFailed, err)
+	}
+	pending := make([]checkpoint.Op, 0, len(w.pend.dirty))
+	for k := range w.pend.dirty {
+		op := checkpoint.Op{Key: []byte(k)}
+		if e, ok := w.pend.m[k]; ok {
+			op.Value = encodePending(e)
+		}
+		pending = append(pending, op)
+	}
+	cp := &checkpoint.Checkpoint{Meta: w.encodeMeta(), Learners: learners, Pending: pending}
+	if err := w.store.Commit(w.part, cp); err != nil {
+		return fmt.Errorf("%w: %w", errStoreFailed, err)
+	}
+	w.cache.committed()
+	clear(w.pend.dirty)
+	w.sinceCkpt = 0
+	w.lastCkpt = time.Now()
+	w.p.c.checkpoints.Add(1)
+	offsets := map[string]map[int]int64{}
+	if w.nextIn >= 0 {
+		offsets[w.cfg.InputTopic] = map[int]int64{w.part: max(w.nextIn, w.groupIn)}
+	}
+	if w.cfg.LabelsTopic != "" && w.nextLab >= 0 {
+		offsets[w.cfg.LabelsTopic] = map[int]int64{w.part: max(w.nextLab, w.groupLab)}
+	}
+	if err := gen.CommitOffsets(offsets); err != nil {
+		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
+	}
+	if w.lastUpdated != nil {
+		if kw, ok := w.lastUpdated.l.(kernelWeighter); ok {
+			w.p.m.setKernelWeights(w.part, kw.KernelWeights())
+		}
+	}
+	if len(learners) > 0 {
+		if n, err := w.store.CountLearners(w.part); err == nil {
+			w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part)).Set(float64(n))
+		}
+	}
+	w.p.m.checkpointDur.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// handle processes one record.
+func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool) error {
+	c := &w.p.c
+	emit := true
+	if fromLabels {
+		w.nextLab = msg.Offset + 1
+	} else {
+		emit = msg.Offset >= w.emitFrom
+		if !emit {
+			c.replayed.Add(1)
+		}
+		w.nextIn = msg.Offset + 1
+		w.p.m.lag.WithLabelValues(strconv.Itoa(w.part)).Set(float64(max(msg.HighWaterMark-w.nextIn, 0)))
+		defer w.markRestored()
+	}
+	if len(msg.Value) > w.cfg.MaxValueBytes {
+		return w.dead(ctx, msg, emit, fail(reasonOversized, fmt.Sprintf("value of %d bytes > MaxValueBytes %d", len(msg.Value), w.cfg.MaxValueBytes)))
+	}
+	if len(msg.Key) == 0 {
+		return w.dead(ctx, msg, emit, fail(reasonNoKey, "the message key routes the record to its learner"))
+	}
+	r, err := w.dec.decode(msg.Value)
+	if err != nil {
+		return w.dead(ctx, msg, emit, err)
+	}
+	if fromLabels && r.kind != kindLabel {
+		return w.dead(ctx, msg, emit, fail(reasonBadFields, "the labels topic carries id,y and id,reward records only"))
+	}
+	c.records[r.kind].Add(1)
+	ts := msg.Time.UnixMilli()
+	if r.hasTs {
+		ts = r.ts
+	}
+	if ts > w.watermark {
+		w.watermark = ts
+		if n := w.pend.expireTTL(w.watermark, w.cfg.LabelsTTL.Milliseconds()); n > 0 {
+			c.expired[expiryTTL].Add(int64(n))
+			c.pending.Add(-int64(n))
+		}
+	}
+	switch r.kind {
+	case kindFeatures, kindLabeled:
+		return w.predict(ctx, msg, r, ts, emit)
+	case kindDecision:
+		return w.decide(ctx, msg, r, ts, emit)
+	case kindLabel:
+		return w.label(ctx, msg, r, emit)
+	}
+	return nil
+}
+
+func (w *worker) learner(key []byte) (*slot, error) {
+	s, err := w.cache.get(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStoreFailed, err)
+	}
+	return s, nil
+}
+
+func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
+	s, err := w.learner(msg.Key)
+	if err != nil {
+		return err
+	}
+	p := s.l.Predict(r.x)
+	s.dirty = true
+	if emit {
+		out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, yhat: p.Value, std: p.Std, hasStd: p.Std != 0,
+			label: classLabel(w.p.loss, p.Value), updates: s.updates, partition: w.part, offset: msg.Offset}
+		if err := w.send(ctx, msg, &out); err != nil {
+			return nil
+		}
+	}
+	if r.kind == kindLabeled {
+		w.update(s, r.x, p, r.y, false, false)
+		return nil
+	}
+	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.x...), p: p}}}
+	w.putPending(msg.Key, r.id, e)
+	return nil
+}
+
+func (w *worker) putPending(key, id []byte, e *pendingEntry) {
+	c := &w.p.c
+	w.kbuf = pendingKey(w.kbuf, key, id)
+	e.key = string(w.kbuf)
+	if w.pend.put(e) {
+		c.expired[expiryReplaced].Add(1)
+	} else {
+		c.pending.Add(1)
+	}
+	if n := w.pend.expireCount(w.cfg.MaxPending); n > 0 {
+		c.expired[expiryCount].Add(int64(n))
+		c.pending.Add(-int64(n))
+	}
+}
+
+func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
+	s, err := w.learner(msg.Key)
+	if err != nil {
+		return err
+	}
+	s.dirty = true
+	out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, updates: s.updates, partition: w.part, offset: msg.Offset}
+	e := &pendingEntry{offset: msg.Offset, ts: ts, decision: true}
+	if b, ok := s.l.(models.Bandit); ok {
+		d := b.Choose(r.arms)
+		if d.Arm < 0 || d.Arm >= len(r.arms) {
+			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.arms)).Msg("bandit chose an arm out of range; record skipped")
+			return nil
+		}
+		out.yhat, out.std, out.hasStd, out.arm, out.mean, out.ucb = d.Mean, d.Std, true, r.armIDs[d.Arm], d.Mean, d.UCB
+		e.bandit = true
+		e.arms = []pendingArm{{id: bytes.Clone(r.armIDs[d.Arm]), x: append([]float64(nil), r.arms[d.Arm]...),
+			p: models.Prediction{Value: d.Mean, Std: d.Std, Choice: d.Arm, Prob: 1}}}
+	} else {
+		w.scores = w.scores[:0]
+		for i, x := range r.arms {
+			w.scores = append(w.scores, scored{i, s.l.Predict(x)})
+		}
+		sort.SliceStable(w.scores, func(a, b int) bool { return w.scores[a].p.Value > w.scores[b].p.Value })
+		k := min(w.cfg.TopK, len(w.scores))
+		out.yhat = w.scores[0].p.Value
+		out.ranking = make([][]byte, k)
+		e.arms = make([]pendingArm, k)
+		for j := 0; j < k; j++ {
+			sc := w.scores[j]
+			out.ranking[j] = r.armIDs[sc.i]
+			e.arms[j] = pendingArm{id: bytes.Clone(r.armIDs[sc.i]), x: append([]float64(nil), r.arms[sc.i]...), p: sc.p}
+		}
+	}
+	if emit {
+		w.p.c.decisions.Add(1)
+		if err := w.send(ctx, msg, &out); err != nil {
+			return nil
+		}
+	}
+	w.putPending(msg.Key, r.id, e)
+	return nil
+}
+
+func (w *worker) label(ctx context.Context, msg *kafka.Message, r *record, emit bool) error {
+	c := &w.p.c
+	w.kbuf = pendingKey(w.kbuf, msg.Key, r.id)
+	e, ok := w.pend.m[string(w.kbuf)]
+	if !ok {
+		c.unknown.Add(1)
+		w.rateLog("unknown_label", func(ev *zerolog.Event) {
+			ev.Bytes("key", msg.Key).Bytes("id", r.id).Int64("offset", msg.Offset).Msg("label for an id that is not pending (expired, never seen, or already labelled); dropped")
+		})
+		return nil
+	}
+	arm := &e.arms[0]
+	if r.arm != nil {
+		if !e.decision {
+			return w.dead(ctx, msg, emit, fail(reasonBadFields, "arm given for a prediction that was not a decision"))
+		}
+		arm = nil
+		for i := range e.arms {
+			if bytes.Equal(e.arms[i].id, r.arm) {
+				arm = &e.arms[i]
+				break
+			}
+		}
+		if arm == nil {
+			return w.dead(ctx, msg, emit, fail(reasonUnknownArm, "reward names an arm that was not offered (or not in the top-k kept)"))
+		}
+	}
+	w.pend.remove(e)
+	c.pending.Add(-1)
+	s, err := w.learner(msg.Key)
+	if err != nil {
+		return err
+	}
+	w.update(s, arm.x, arm.p, r.y, e.decision, e.bandit)
+	return nil
+}
+
+// update applies a label (or reward) and keeps the numerical guard's promise.
+func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, decision, bandit bool) {
+	c := &w.p.c
+	var err error
+	switch {
+	case bandit:
+		err = s.l.(models.Bandit).Observe(x, y)
+	default:
+		if !decision && w.p.loss.Classification() {
+			y = models.Label(y)
+		}
+		err = s.l.Update(x, p, y)
+	}
+	if err != nil {
+		if errors.Is(err, models.ErrNumerical) {
+			c.numerical.Add(1)
+		}
+		w.rateLog("update", func(ev *zerolog.Event) {
+			ev.Err(err).Str("key", s.key).Msg("update rejected; learner state kept")
+		})
+		return
+	}
+	s.updates++
+	s.dirty = true
+	w.lastUpdated = s
+	c.updates.Add(1)
+	if decision {
+		c.rewards.Add(1)
+		addFloat(&c.rewardBits, y)
+	} else {
+		c.lossCount.Add(1)
+		addFloat(&c.lossBits, w.p.loss.Value(p.Value, y))
+	}
+}
+
+// send queues a prediction for the output topic.
+func (w *worker) send(ctx context.Context, in *kafka.Message, out *prediction) error {
+	value := appendPrediction(make([]byte, 0, 192), out)
+	w.p.c.predictions.Add(1)
+	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value}, input: in.Time, output: true})
+}
+
+func (w *worker) enqueue(ctx context.Context, m outMsg) error {
+	w.seq++
+	m.seq = w.seq
+	select {
+	case w.em.ch <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err() // the checkpoint cannot pass this seq: replayed later
+	}
+}
+
+// dead sends the record unchanged to the dead-letter topic with headers.
+func (w *worker) dead(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
+	c := &w.p.c
+	rs := reasonOf(err)
+	c.dead[rs].Add(1)
+	c.records[kindDead].Add(1)
+	w.rateLog("dead_"+reasonNames[rs], func(ev *zerolog.Event) {
+		ev.Str("reason", reasonNames[rs]).Str("error", err.Error()).Str("topic", msg.Topic).Int64("offset", msg.Offset).Msg("dead letter")
+	})
+	if !emit {
+		return nil
+	}
+	headers := make([]kafka.Header, 0, len(msg.Headers)+5)
+	headers = append(headers, msg.Headers...)
+	headers = append(headers,
+		kafka.Header{Key: headerReason, Value: []byte(reasonNames[rs])},
+		kafka.Header{Key: headerError, Value: []byte(err.Error())},
+		kafka.Header{Key: headerTopic, Value: []byte(msg.Topic)},
+		kafka.Header{Key: headerPartition, Value: []byte(strconv.Itoa(msg.Partition))},
+		kafka.Header{Key: headerOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
+	_ = w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: msg.Value, Headers: headers, Time: msg.Time}})
+	return nil
+}
+
+// rateLog logs at most once per second per kind of event (per partition).
+func (w *worker) rateLog(kind string, f func(*zerolog.Event)) {
+	now := time.Now()
+	if t, ok := w.logGate[kind]; ok && now.Sub(t) < time.Second {
+		return
+	}
+	w.logGate[kind] = now
+	f(w.log.Warn())
+}

@@ -1,0 +1,280 @@
+// Package processor is kernelstream's stream engine: a kafka-go consumer
+// group whose members run one worker goroutine per assigned input partition.
+// Each worker routes a record to the learner of its key, predicts, emits the
+// prediction, and updates on the label (inline or delayed through the
+// partition's pending map); it dead-letters unusable records; and it
+// checkpoints learners, pending map and offsets in Badger (package
+// checkpoint) with the protocol of docs/pipeline.md: outputs acknowledged,
+// then Badger, then the group commit. State is thus effectively once,
+// predictions at least once (deduplicate downstream by id).
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// Processor runs the consumer group. Build it with New, run it with Run.
+type Processor struct {
+	cfg      Config
+	log      zerolog.Logger
+	c        counters
+	m        *metrics
+	loss     models.Loss
+	specHash uint64
+
+	mu       sync.Mutex
+	assigned map[int]bool // partition -> restored (replay done)
+	inGen    bool
+
+	staged atomic.Int64 // checkpoints that took the staged path (tests)
+}
+
+// New validates cfg, applies the defaults and registers the metrics. It does
+// not touch the network or the disk.
+func New(cfg Config) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	loss, err := cfg.Model.ResolvedLoss()
+	if err != nil {
+		return nil, fmt.Errorf("processor: Model: %w", err)
+	}
+	spec, err := json.Marshal(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("processor: Model: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write(spec)
+	p := &Processor{cfg: cfg, log: cfg.Logger.With().Str("component", "processor").Logger(), loss: loss,
+		specHash: h.Sum64(), assigned: map[int]bool{}}
+	p.m = newMetrics(cfg.Registerer, &p.c, cfg.Model.Algorithm)
+	return p, nil
+}
+
+// Ready reports whether the processor is in a group generation and every
+// partition assigned to it is restored (state loaded, gap replayed).
+func (p *Processor) Ready() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.inGen {
+		return false
+	}
+	for _, ok := range p.assigned {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Processor) Stats() Stats {
+	s := p.c.snapshot()
+	p.mu.Lock()
+	for part, ok := range p.assigned {
+		if ok {
+			s.Partitions = append(s.Partitions, part)
+		}
+	}
+	p.mu.Unlock()
+	sort.Ints(s.Partitions)
+	return s
+}
+
+func (p *Processor) setAssigned(part int, restored bool) {
+	p.mu.Lock()
+	p.assigned[part] = restored
+	p.mu.Unlock()
+}
+
+// Run joins the group and processes until ctx is cancelled; then every
+// worker finishes the record in hand, checkpoints its partition and commits
+// its offsets, the member leaves the group, and Run returns nil (within
+// ShutdownGrace). Broker outages are retried with backoff, logged once per
+// episode. Run returns an error only for what retrying cannot fix (the
+// checkpoint store).
+func (p *Processor) Run(ctx context.Context) error {
+	cfg := p.cfg
+	store, err := checkpoint.Open(checkpoint.Options{Dir: cfg.CheckpointDir, SyncWrites: true,
+		MaxTxnBytes: cfg.checkpointTxnBytes, Logger: p.log})
+	if err != nil {
+		return fmt.Errorf("processor: CheckpointDir: %w", err)
+	}
+	defer func() {
+		p.staged.Add(store.StagedCommits())
+		store.Close()
+	}()
+
+	writer := &kafka.Writer{
+		Addr:            kafka.TCP(cfg.Brokers...),
+		Balancer:        &kafka.Murmur2Balancer{},
+		RequiredAcks:    kafka.RequireAll,
+		BatchTimeout:    cfg.BatchTimeout,
+		BatchSize:       emitBatch,
+		BatchBytes:      64 << 20,
+		MaxAttempts:     3,
+		WriteBackoffMin: 50 * time.Millisecond,
+		WriteBackoffMax: time.Second,
+		Transport:       cfg.Transport,
+	}
+	defer writer.Close()
+
+	topics := []string{cfg.InputTopic}
+	if cfg.LabelsTopic != "" {
+		topics = append(topics, cfg.LabelsTopic)
+	}
+	start := kafka.FirstOffset
+	if cfg.StartOffset == "latest" {
+		start = kafka.LastOffset
+	}
+	balancers := cfg.GroupBalancers
+	if len(balancers) == 0 {
+		balancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}}
+	}
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: cfg.Group, Brokers: cfg.Brokers, Dialer: cfg.Dialer, Topics: topics,
+		GroupBalancers: balancers, HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
+		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: 200 * time.Millisecond, StartOffset: start,
+		Timeout: 5 * time.Second, RetentionTime: -1,
+	})
+	if err != nil {
+		return fmt.Errorf("processor: consumer group: %w", err)
+	}
+	leave := func() {
+		done := make(chan struct{})
+		go func() { cg.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(cfg.ShutdownGrace):
+			p.log.Warn().Msg("leaving the group timed out")
+		}
+	}
+
+	ep := newEpisode(p.log, "join group")
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		gen, err := cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			ep.fail(err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, cfg.RetryBackoffMax)
+			continue
+		}
+		ep.ok()
+		backoff = 100 * time.Millisecond
+		if err := p.runGeneration(ctx, gen, store, writer, leave); err != nil {
+			leave()
+			return err
+		}
+	}
+	leave()
+	p.log.Info().Msg("stopped")
+	return nil
+}
+
+// runGeneration runs one worker per assigned input partition until the
+// generation ends or ctx is cancelled, and returns once they have all
+// checkpointed. On shutdown it leaves the group before the generation's
+// goroutine returns, so that kafka-go does not rejoin in between.
+func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, store *checkpoint.Store, writer *kafka.Writer, leave func()) error {
+	cfg := p.cfg
+	groupLab := map[int]int64{}
+	for _, a := range gen.Assignments[cfg.LabelsTopic] {
+		groupLab[a.ID] = a.Offset
+	}
+	parts := gen.Assignments[cfg.InputTopic]
+	p.mu.Lock()
+	p.assigned = map[int]bool{}
+	for _, a := range parts {
+		p.assigned[a.ID] = false
+	}
+	p.inGen = true
+	p.mu.Unlock()
+	ids := make([]int, len(parts))
+	for i, a := range parts {
+		ids[i] = a.ID
+	}
+	p.log.Info().Int32("generation", gen.ID).Str("member", gen.MemberID).Ints("partitions", ids).Msg("assigned")
+
+	result := make(chan error, 1)
+	release := make(chan struct{})
+	gen.Start(func(gctx context.Context) {
+		wctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-gctx.Done():
+			case <-ctx.Done():
+			case <-wctx.Done():
+			}
+			cancel()
+		}()
+		var wg sync.WaitGroup
+		var fatal atomic.Pointer[error]
+		for _, a := range parts {
+			lab, hasLab := groupLab[a.ID]
+			if cfg.LabelsTopic != "" && !hasLab {
+				p.log.Error().Int("partition", a.ID).Str("labels_topic", cfg.LabelsTopic).
+					Msg("labels partition not assigned with its input partition (balancer must co-partition); reading it anyway")
+				lab = kafka.FirstOffset
+				if cfg.StartOffset == "latest" {
+					lab = kafka.LastOffset
+				}
+			}
+			w := newWorker(p, store, writer, a.ID)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.run(wctx, gen, a.Offset, lab); err != nil {
+					fatal.CompareAndSwap(nil, &err)
+					cancel()
+				}
+			}()
+		}
+		wg.Wait()
+		var err error
+		if e := fatal.Load(); e != nil {
+			err = *e
+		}
+		result <- err
+		if ctx.Err() != nil || err != nil {
+			select { // hold the generation until Run leaves the group
+			case <-release:
+			case <-gctx.Done():
+			}
+		}
+	})
+	err := <-result
+	p.mu.Lock()
+	p.inGen = false
+	p.assigned = map[int]bool{}
+	p.mu.Unlock()
+	if ctx.Err() != nil || err != nil {
+		go func() { time.Sleep(cfg.ShutdownGrace); close(release) }()
+		leave()
+	}
+	return err
+}
+
+var errStoreFailed = errors.New("processor: checkpoint store failed")

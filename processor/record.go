@@ -1,0 +1,656 @@
+package processor
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// Record kinds (the rows of the wire contract in DESIGN.md).
+type kind uint8
+
+const (
+	kindFeatures kind = iota // id, x: predict, keep pending
+	kindLabeled              // id, x, y: predict, emit, update at once
+	kindLabel                // id, y | id, reward (, arm): the delayed label or reward
+	kindDecision             // id, arms: choose (bandit) or rank (regression)
+	kindDead                 // dead-lettered
+	numKinds
+)
+
+var kindNames = [numKinds]string{"features", "labeled", "label", "decision", "dead"}
+
+// Dead-letter reasons: the value of the kernelstream-error-reason header and
+// the label of the dead-letter metric.
+type reason uint8
+
+const (
+	reasonBadJSON      reason = iota // not one JSON object
+	reasonWrongType                  // a known field holds the wrong JSON type
+	reasonMissingField               // no id, or neither x, arms, y nor reward
+	reasonBadFields                  // a combination of fields the contract does not define
+	reasonDimension                  // x of the wrong length, sparse index out of range or repeated
+	reasonNonFinite                  // NaN, Inf or a number out of float64 range
+	reasonOversized                  // value above MaxValueBytes
+	reasonNoKey                      // record without a message key
+	reasonUnknownArm                 // reward names an arm that was not offered
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"bad_json", "wrong_type", "missing_field", "bad_fields", "dimension", "non_finite", "oversized", "no_key", "unknown_arm"}
+
+// decodeError is a record the contract cannot use; reason names why.
+type decodeError struct {
+	reason reason
+	msg    string
+}
+
+func (e *decodeError) Error() string { return reasonNames[e.reason] + ": " + e.msg }
+
+func fail(r reason, msg string) error { return &decodeError{reason: r, msg: msg} }
+
+// reasonOf maps an error to its dead-letter reason.
+func reasonOf(err error) reason {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return de.reason
+	}
+	return reasonBadJSON
+}
+
+// record is one decoded value. Slices point into the decoder's reusable
+// buffers or into the message value: valid until the next decode.
+type record struct {
+	kind   kind
+	id     []byte // the raw JSON token of "id" (a string with quotes, or a number)
+	x      []float64
+	hasY   bool
+	y      float64 // y or reward
+	reward bool    // the label came as "reward"
+	hasTs  bool
+	ts     int64
+	arm    []byte      // raw token of "arm" in a reward, nil when absent
+	arms   [][]float64 // decision candidates
+	armIDs [][]byte    // raw tokens of the arms' ids
+}
+
+// decoder parses record values without reflection, reusing its buffers, so
+// that a steady stream of records allocates nothing (BenchmarkDecode).
+//
+// Grammar: one JSON object (RFC 8259) with the known fields id, x, y,
+// reward, arm, arms, ts; unknown fields are skipped (forward compatibility);
+// a repeated known field is bad_json. The literals NaN, Infinity and
+// -Infinity (which Python's json module writes) are recognised only to
+// dead-letter the record as non_finite rather than bad_json.
+type decoder struct {
+	dim  int
+	data []byte
+	pos  int
+
+	xbuf    []float64
+	armFlat []float64
+	armRows [][]float64
+	armIDs  [][]byte
+	seen    []bool
+	rec     record
+}
+
+func newDecoder(dim int) *decoder {
+	return &decoder{dim: dim, xbuf: make([]float64, dim), seen: make([]bool, dim)}
+}
+
+const (
+	fID = 1 << iota
+	fX
+	fY
+	fReward
+	fArm
+	fArms
+	fTs
+)
+
+// decode parses value. The returned record is valid until the next call.
+func (d *decoder) decode(value []byte) (*record, error) {
+	d.data, d.pos = value, 0
+	r := &d.rec
+	*r = record{}
+	d.armFlat, d.armRows, d.armIDs = d.armFlat[:0], d.armRows[:0], d.armIDs[:0]
+	d.skipWS()
+	if !d.eat('{') {
+		return nil, fail(reasonBadJSON, "value is not a JSON object")
+	}
+	var got int
+	d.skipWS()
+	if !d.eat('}') {
+		for {
+			d.skipWS()
+			name, err := d.str()
+			if err != nil {
+				return nil, err
+			}
+			d.skipWS()
+			if !d.eat(':') {
+				return nil, fail(reasonBadJSON, "missing ':' after field name")
+			}
+			d.skipWS()
+			bit := 0
+			switch string(name) { // no allocation: the compiler compares in place
+			case `"id"`:
+				bit = fID
+				r.id, err = d.idToken("id")
+			case `"x"`:
+				bit = fX
+				r.x, err = d.vector(d.xbuf, "x")
+			case `"y"`:
+				bit = fY
+				r.y, err = d.finite("y")
+			case `"reward"`:
+				bit = fReward
+				r.y, err = d.finite("reward")
+				r.reward = true
+			case `"arm"`:
+				bit = fArm
+				r.arm, err = d.idToken("arm")
+			case `"arms"`:
+				bit = fArms
+				err = d.armsList()
+			case `"ts"`:
+				bit = fTs
+				var t float64
+				t, err = d.finite("ts")
+				if err == nil && (t != math.Trunc(t) || math.Abs(t) > 1<<62) {
+					err = fail(reasonWrongType, "ts: want an integer number of milliseconds")
+				}
+				r.ts, r.hasTs = int64(t), true
+			default:
+				err = d.skipValue(0)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if got&bit != 0 {
+				return nil, fail(reasonBadJSON, "repeated field "+string(name))
+			}
+			got |= bit
+			d.skipWS()
+			if d.eat(',') {
+				continue
+			}
+			if d.eat('}') {
+				break
+			}
+			return nil, fail(reasonBadJSON, "expected ',' or '}' in object")
+		}
+	}
+	d.skipWS()
+	if d.pos != len(d.data) {
+		return nil, fail(reasonBadJSON, "trailing data after the object")
+	}
+	return r, d.classify(got)
+}
+
+// classify sets r.kind from the set of fields present.
+func (d *decoder) classify(got int) error {
+	r := &d.rec
+	if got&fID == 0 {
+		return fail(reasonMissingField, "id is required")
+	}
+	labelled := got&(fY|fReward) != 0
+	r.hasY = labelled
+	switch {
+	case got&fY != 0 && got&fReward != 0:
+		return fail(reasonBadFields, "y and reward together")
+	case got&fX != 0 && got&fArms != 0:
+		return fail(reasonBadFields, "x and arms together")
+	case got&fArm != 0 && (got&(fX|fArms) != 0 || !labelled):
+		return fail(reasonBadFields, "arm belongs to a reward record only")
+	case got&fX != 0 && got&fReward != 0:
+		return fail(reasonBadFields, "x with reward: a reward answers an arms record")
+	case got&fArms != 0 && labelled:
+		return fail(reasonBadFields, "arms with a label")
+	case got&fX != 0 && labelled:
+		r.kind = kindLabeled
+	case got&fX != 0:
+		r.kind = kindFeatures
+	case got&fArms != 0:
+		r.kind = kindDecision
+		r.arms, r.armIDs = d.armRows, d.armIDs
+	case labelled:
+		r.kind = kindLabel
+	default:
+		return fail(reasonMissingField, "want x, arms, y or reward")
+	}
+	return nil
+}
+
+func (d *decoder) skipWS() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *decoder) eat(c byte) bool {
+	if d.pos < len(d.data) && d.data[d.pos] == c {
+		d.pos++
+		return true
+	}
+	return false
+}
+
+// str scans a JSON string and returns its raw token (with quotes).
+func (d *decoder) str() ([]byte, error) {
+	start := d.pos
+	if !d.eat('"') {
+		return nil, fail(reasonBadJSON, "expected a string")
+	}
+	ascii := true
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			d.pos++
+			tok := d.data[start:d.pos]
+			if !ascii && !utf8.Valid(tok) {
+				return nil, fail(reasonBadJSON, "string is not valid UTF-8")
+			}
+			return tok, nil
+		case c == '\\':
+			if d.pos+1 >= len(d.data) {
+				return nil, fail(reasonBadJSON, "truncated escape")
+			}
+			switch d.data[d.pos+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				d.pos += 2
+			case 'u':
+				if d.pos+6 > len(d.data) {
+					return nil, fail(reasonBadJSON, "truncated \\u escape")
+				}
+				for _, h := range d.data[d.pos+2 : d.pos+6] {
+					if !isHex(h) {
+						return nil, fail(reasonBadJSON, "bad \\u escape")
+					}
+				}
+				d.pos += 6
+			default:
+				return nil, fail(reasonBadJSON, "bad escape")
+			}
+		case c < 0x20:
+			return nil, fail(reasonBadJSON, "control character in string")
+		default:
+			if c >= 0x80 {
+				ascii = false
+			}
+			d.pos++
+		}
+	}
+	return nil, fail(reasonBadJSON, "unterminated string")
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// numToken scans a JSON number and returns its text.
+func (d *decoder) numToken() ([]byte, bool) {
+	start := d.pos
+	d.eat('-')
+	switch {
+	case d.eat('0'):
+	case d.pos < len(d.data) && d.data[d.pos] >= '1' && d.data[d.pos] <= '9':
+		d.digits()
+	default:
+		return nil, false
+	}
+	if d.eat('.') {
+		if d.digits() == 0 {
+			return nil, false
+		}
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+		d.pos++
+		if !d.eat('+') {
+			d.eat('-')
+		}
+		if d.digits() == 0 {
+			return nil, false
+		}
+	}
+	return d.data[start:d.pos], true
+}
+
+func (d *decoder) digits() int {
+	n := 0
+	for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+		d.pos++
+		n++
+	}
+	return n
+}
+
+// hasLiteral consumes lit if it comes next.
+func (d *decoder) hasLiteral(lit string) bool {
+	if len(d.data)-d.pos >= len(lit) && string(d.data[d.pos:d.pos+len(lit)]) == lit {
+		d.pos += len(lit)
+		return true
+	}
+	return false
+}
+
+// finite reads a JSON number that must be a finite float64.
+func (d *decoder) finite(field string) (float64, error) {
+	if d.pos >= len(d.data) {
+		return 0, fail(reasonBadJSON, field+": truncated")
+	}
+	c := d.data[d.pos]
+	if c == '-' || c >= '0' && c <= '9' {
+		tok, ok := d.numToken()
+		if !ok {
+			if d.hasLiteral("Infinity") {
+				return 0, fail(reasonNonFinite, field+": -Infinity")
+			}
+			return 0, fail(reasonBadJSON, field+": malformed number")
+		}
+		f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0, fail(reasonNonFinite, field+": number out of float64 range")
+		}
+		return f, nil
+	}
+	if d.hasLiteral("NaN") || d.hasLiteral("Infinity") {
+		return 0, fail(reasonNonFinite, field+": NaN or Infinity")
+	}
+	if err := d.skipValue(0); err != nil {
+		return 0, err
+	}
+	return 0, fail(reasonWrongType, field+": want a number")
+}
+
+// idToken reads an id: a JSON string or an integer number, kept as its raw token.
+func (d *decoder) idToken(field string) ([]byte, error) {
+	if d.pos < len(d.data) && d.data[d.pos] == '"' {
+		return d.str()
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == '-' || d.data[d.pos] >= '0' && d.data[d.pos] <= '9') {
+		tok, ok := d.numToken()
+		if !ok {
+			return nil, fail(reasonBadJSON, field+": malformed number")
+		}
+		for _, c := range tok {
+			if c == '.' || c == 'e' || c == 'E' {
+				return nil, fail(reasonWrongType, field+": want a string or an integer")
+			}
+		}
+		return tok, nil
+	}
+	if err := d.skipValue(0); err != nil {
+		return nil, err
+	}
+	return nil, fail(reasonWrongType, field+": want a string or an integer")
+}
+
+// vector reads x, dense [..] or sparse {"i": v}, into dst (len dim).
+func (d *decoder) vector(dst []float64, field string) ([]float64, error) {
+	dst = dst[:d.dim]
+	if d.eat('[') {
+		n := 0
+		d.skipWS()
+		if !d.eat(']') {
+			for {
+				d.skipWS()
+				v, err := d.finite(field)
+				if err != nil {
+					return nil, err
+				}
+				if n < len(dst) {
+					dst[n] = v
+				}
+				n++
+				d.skipWS()
+				if d.eat(',') {
+					continue
+				}
+				if d.eat(']') {
+					break
+				}
+				return nil, fail(reasonBadJSON, field+": expected ',' or ']'")
+			}
+		}
+		if n != d.dim {
+			return nil, fail(reasonDimension, field+": length "+strconv.Itoa(n)+", model.dim is "+strconv.Itoa(d.dim))
+		}
+		return dst, nil
+	}
+	if d.eat('{') {
+		clear(dst)
+		seen := d.seen[:d.dim]
+		clear(seen)
+		d.skipWS()
+		if d.eat('}') {
+			return dst, nil
+		}
+		for {
+			d.skipWS()
+			name, err := d.str()
+			if err != nil {
+				return nil, err
+			}
+			idx, ok := parseIndex(name)
+			if !ok {
+				return nil, fail(reasonWrongType, field+": sparse keys are 0-based decimal indices")
+			}
+			d.skipWS()
+			if !d.eat(':') {
+				return nil, fail(reasonBadJSON, field+": missing ':'")
+			}
+			d.skipWS()
+			v, err := d.finite(field)
+			if err != nil {
+				return nil, err
+			}
+			if idx >= d.dim {
+				return nil, fail(reasonDimension, field+": sparse index "+strconv.Itoa(idx)+" >= model.dim "+strconv.Itoa(d.dim))
+			}
+			if seen[idx] {
+				return nil, fail(reasonDimension, field+": sparse index "+strconv.Itoa(idx)+" repeated")
+			}
+			seen[idx] = true
+			dst[idx] = v
+			d.skipWS()
+			if d.eat(',') {
+				continue
+			}
+			if d.eat('}') {
+				return dst, nil
+			}
+			return nil, fail(reasonBadJSON, field+": expected ',' or '}'")
+		}
+	}
+	if err := d.skipValue(0); err != nil {
+		return nil, err
+	}
+	return nil, fail(reasonWrongType, field+": want an array or an object of numbers")
+}
+
+// parseIndex reads a quoted decimal index without escapes ("0", "17").
+func parseIndex(tok []byte) (int, bool) {
+	s := tok[1 : len(tok)-1]
+	if len(s) == 0 || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// armsList reads [{"id":..,"x":..}, ...].
+func (d *decoder) armsList() error {
+	if !d.eat('[') {
+		if err := d.skipValue(0); err != nil {
+			return err
+		}
+		return fail(reasonWrongType, "arms: want an array of {id, x}")
+	}
+	d.skipWS()
+	if d.eat(']') {
+		return fail(reasonMissingField, "arms: empty")
+	}
+	for {
+		d.skipWS()
+		if !d.eat('{') {
+			if err := d.skipValue(0); err != nil {
+				return err
+			}
+			return fail(reasonWrongType, "arms: each arm is an object {id, x}")
+		}
+		// grow the flat buffer by one row; rows are re-sliced at the end
+		// because append may move the backing array.
+		n := len(d.armIDs)
+		if cap(d.armFlat) < (n+1)*d.dim {
+			grown := make([]float64, (n+1)*d.dim, 2*(n+1)*d.dim)
+			copy(grown, d.armFlat)
+			d.armFlat = grown
+		}
+		d.armFlat = d.armFlat[:(n+1)*d.dim]
+		row := d.armFlat[n*d.dim : (n+1)*d.dim]
+		var id []byte
+		gotX := false
+		d.skipWS()
+		if !d.eat('}') {
+			for {
+				d.skipWS()
+				name, err := d.str()
+				if err != nil {
+					return err
+				}
+				d.skipWS()
+				if !d.eat(':') {
+					return fail(reasonBadJSON, "arms: missing ':'")
+				}
+				d.skipWS()
+				switch string(name) {
+				case `"id"`:
+					if id != nil {
+						return fail(reasonBadJSON, "arms: repeated id")
+					}
+					if id, err = d.idToken("arms.id"); err != nil {
+						return err
+					}
+				case `"x"`:
+					if gotX {
+						return fail(reasonBadJSON, "arms: repeated x")
+					}
+					if _, err = d.vector(row, "arms.x"); err != nil {
+						return err
+					}
+					gotX = true
+				default:
+					if err = d.skipValue(0); err != nil {
+						return err
+					}
+				}
+				d.skipWS()
+				if d.eat(',') {
+					continue
+				}
+				if d.eat('}') {
+					break
+				}
+				return fail(reasonBadJSON, "arms: expected ',' or '}'")
+			}
+		}
+		if id == nil || !gotX {
+			return fail(reasonMissingField, "arms: each arm needs id and x")
+		}
+		d.armIDs = append(d.armIDs, id)
+		d.skipWS()
+		if d.eat(',') {
+			continue
+		}
+		if d.eat(']') {
+			break
+		}
+		return fail(reasonBadJSON, "arms: expected ',' or ']'")
+	}
+	d.armRows = d.armRows[:0]
+	for i := range d.armIDs {
+		d.armRows = append(d.armRows, d.armFlat[i*d.dim:(i+1)*d.dim])
+	}
+	return nil
+}
+
+// maxDepth bounds the nesting of skipped values.
+const maxDepth = 64
+
+// skipValue scans any JSON value (unknown fields, wrong-typed values).
+func (d *decoder) skipValue(depth int) error {
+	if depth > maxDepth {
+		return fail(reasonBadJSON, "nesting too deep")
+	}
+	if d.pos >= len(d.data) {
+		return fail(reasonBadJSON, "truncated value")
+	}
+	switch c := d.data[d.pos]; {
+	case c == '"':
+		_, err := d.str()
+		return err
+	case c == '{' || c == '[':
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		d.pos++
+		d.skipWS()
+		if d.eat(closer) {
+			return nil
+		}
+		for {
+			d.skipWS()
+			if c == '{' {
+				if _, err := d.str(); err != nil {
+					return err
+				}
+				d.skipWS()
+				if !d.eat(':') {
+					return fail(reasonBadJSON, "missing ':'")
+				}
+				d.skipWS()
+			}
+			if err := d.skipValue(depth + 1); err != nil {
+				return err
+			}
+			d.skipWS()
+			if d.eat(',') {
+				continue
+			}
+			if d.eat(closer) {
+				return nil
+			}
+			return fail(reasonBadJSON, "expected ',' or closing bracket")
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		if _, ok := d.numToken(); !ok {
+			if d.hasLiteral("Infinity") {
+				return fail(reasonNonFinite, "-Infinity")
+			}
+			return fail(reasonBadJSON, "malformed number")
+		}
+		return nil
+	case d.hasLiteral("true"), d.hasLiteral("false"), d.hasLiteral("null"):
+		return nil
+	case d.hasLiteral("NaN"), d.hasLiteral("Infinity"):
+		return fail(reasonNonFinite, "NaN or Infinity")
+	}
+	return fail(reasonBadJSON, "unexpected character")
+}

@@ -1,0 +1,33 @@
+package processor
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// BenchmarkDecode measures the record decoder (dense x of dimension d).
+func BenchmarkDecode(b *testing.B) {
+	for _, dim := range []int{8, 64} {
+		var sb strings.Builder
+		sb.WriteString(`{"id":"user-123-0042","x":[`)
+		for i := 0; i < dim; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "%.6f", 0.123456*float64(i%7)-0.4)
+		}
+		sb.WriteString(`],"y":0.75,"ts":1700000000123}`)
+		value := []byte(sb.String())
+		b.Run(fmt.Sprintf("d=%d", dim), func(b *testing.B) {
+			d := newDecoder(dim)
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := d.decode(value); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

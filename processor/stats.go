@@ -1,0 +1,113 @@
+package processor
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// Stats is a snapshot of the processor's counters since New (process-wide,
+// all partitions). Replayed records count in Records too.
+type Stats struct {
+	// Records by kind: "features" (id,x), "labeled" (id,x,y), "label"
+	// (id,y or id,reward), "decision" (id,arms), "dead" (dead-lettered).
+	Records map[string]int64
+	// Predictions emitted to the output topic (replays emit nothing).
+	Predictions int64
+	// Decisions is the subset of Predictions answering an `arms` record.
+	Decisions int64
+	// Updates applied to learners (Update or Observe that succeeded).
+	Updates int64
+	// DeadLetters by reason (bad_json, wrong_type, missing_field, dimension,
+	// non_finite, oversized, no_key, unknown_arm, ...).
+	DeadLetters map[string]int64
+	// Pending is the number of predictions waiting for a label, all partitions.
+	Pending int64
+	// Expired pending entries by cause: "ttl", "count", "replaced".
+	Expired map[string]int64
+	// UnknownLabels counts labels whose id is not pending (dropped, counted).
+	UnknownLabels int64
+	// NumericalRejections counts updates refused by the numerical guard.
+	NumericalRejections int64
+	// Replayed counts input records replayed without emitting to rebuild state.
+	Replayed int64
+	// LearnersInMemory is the number of learner objects held in memory.
+	LearnersInMemory int64
+	// Checkpoints completed (all partitions).
+	Checkpoints int64
+	// LossSum and LossCount give the progressive loss (loss of each
+	// prediction on its label, averaged): ProgressiveLoss = LossSum/LossCount.
+	LossSum         float64
+	LossCount       int64
+	ProgressiveLoss float64
+	// RewardSum and Rewards give the mean bandit reward.
+	RewardSum float64
+	Rewards   int64
+	// Partitions currently assigned and restored.
+	Partitions []int
+}
+
+// counters are the live atomics behind Stats and the Prometheus metrics.
+type counters struct {
+	records     [numKinds]atomic.Int64
+	predictions atomic.Int64
+	decisions   atomic.Int64
+	updates     atomic.Int64
+	dead        [numReasons]atomic.Int64
+	pending     atomic.Int64
+	expired     [numExpiries]atomic.Int64
+	unknown     atomic.Int64
+	numerical   atomic.Int64
+	replayed    atomic.Int64
+	inMemory    atomic.Int64
+	checkpoints atomic.Int64
+	lossBits    atomic.Uint64 // float64 sum, CAS-added
+	lossCount   atomic.Int64
+	rewardBits  atomic.Uint64
+	rewards     atomic.Int64
+}
+
+// Expiry causes of pending entries.
+const (
+	expiryTTL = iota
+	expiryCount
+	expiryReplaced
+	numExpiries
+)
+
+var expiryNames = [numExpiries]string{"ttl", "count", "replaced"}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{
+		Records:     map[string]int64{},
+		DeadLetters: map[string]int64{},
+		Expired:     map[string]int64{},
+	}
+	for i := range c.records {
+		s.Records[kindNames[i]] = c.records[i].Load()
+	}
+	for i := range c.dead {
+		if n := c.dead[i].Load(); n > 0 {
+			s.DeadLetters[reasonNames[i]] = n
+		}
+	}
+	for i := range c.expired {
+		s.Expired[expiryNames[i]] = c.expired[i].Load()
+	}
+	s.Predictions = c.predictions.Load()
+	s.Decisions = c.decisions.Load()
+	s.Updates = c.updates.Load()
+	s.Pending = c.pending.Load()
+	s.UnknownLabels = c.unknown.Load()
+	s.NumericalRejections = c.numerical.Load()
+	s.Replayed = c.replayed.Load()
+	s.LearnersInMemory = c.inMemory.Load()
+	s.Checkpoints = c.checkpoints.Load()
+	s.LossCount = c.lossCount.Load()
+	s.LossSum = math.Float64frombits(c.lossBits.Load())
+	if s.LossCount > 0 {
+		s.ProgressiveLoss = s.LossSum / float64(s.LossCount)
+	}
+	s.Rewards = c.rewards.Load()
+	s.RewardSum = math.Float64frombits(c.rewardBits.Load())
+	return s
+}
