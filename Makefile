@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test bench bench-e2e lint run run-bandit fuzz
+.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz
 
 build:
 	$(GO) build $(PKGS)
@@ -26,3 +26,9 @@ run:
 # cheap learner next to a bare kafka-go relay (figures in docs/operations.md).
 bench-e2e:
 	$(GO) run ./cmd/benche2e
+
+# Many-keys benchmark: the consumer process with 1,000,000 distinct keys and
+# cache.max_learners 50,000, next to 10,000 keys: records/s and peak resident
+# memory (figures in docs/scale.md). Takes several minutes.
+bench-keys:
+	$(GO) run ./cmd/benchkeys

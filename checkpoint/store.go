@@ -511,3 +511,39 @@ func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error().Msgf("badger: "
 func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn().Msgf("badger: "+f, a...) }
 func (b badgerLogger) Infof(string, ...any)        {}
 func (b badgerLogger) Debugf(string, ...any)       {}
+
+// nsHeld keys the list of partitions of this member's last generation.
+const nsHeld = 'h'
+
+// SetHeld records the input partitions assigned to this member in its
+// current generation, so that after a restart (even a SIGKILL) it can claim
+// back the partitions whose state it holds (the sticky balancer's restored
+// claims).
+func (s *Store) SetHeld(parts []int) error {
+	b := make([]byte, 0, 4*len(parts))
+	for _, p := range parts {
+		b = binary.BigEndian.AppendUint32(b, uint32(p))
+	}
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte{nsHeld}, b) })
+}
+
+// Held returns what SetHeld last recorded (nil if never).
+func (s *Store) Held() ([]int, error) {
+	var parts []int
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get([]byte{nsHeld})
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return it.Value(func(v []byte) error {
+			for i := 0; i+4 <= len(v); i += 4 {
+				parts = append(parts, int(binary.BigEndian.Uint32(v[i:])))
+			}
+			return nil
+		})
+	})
+	return parts, err
+}

@@ -34,11 +34,18 @@ package models
 //     uses sqrt(max(lambda, 0)) (§11.2).
 //   - [P §14.3] A_t includes g_t (standard ONS, Algorithm 1 line 19 before 20):
 //     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
-//   - [R §14.2] lazy projection: the state holds the unprojected v; Predict
-//     projects it with the current record's phi (Eq. 10b with phi_{t+1}), so
-//     f = clamp(phi^T v, -C, C) exactly; Update recomputes the projected w and
-//     steps from it. When phi^T A^{-1} phi < 1e-12 the projection is skipped
-//     and f is clamped directly (§11.8).
+//   - [CODE §14.2] projection = "eager" (default): the state is the
+//     projected w; f = phi^T w; after a step v = w - A_t^{-1} g_t the new w
+//     is the A_t-norm projection of v onto |phi_t^T w| <= C with the *current*
+//     record's phi_t, as the reference code does, and records with zero loss
+//     change nothing. projection = "lazy" is the literal reading of Eq. 10b
+//     with phi_{t+1} [R]: the state holds the unprojected v, Predict projects
+//     it with the new record's phi, so f = clamp(phi^T v, -C, C), and Update
+//     steps from that projected w. With hinge loss and C = 1 the lazy form
+//     makes every unclamped prediction a margin error, A grows every round
+//     and learning stalls: on cod-rna (Table 1 settings) it is several points
+//     worse than eager, which reproduces the paper (docs/forks.md). When
+//     phi^T A^{-1} phi < 1e-12 the projection is skipped (§11.8).
 //   - [P §14.7] rho counts every stage-2 record (the paper's "once every rho
 //     examples"), not only margin errors as the reference code does. There is
 //     no N in a stream, so rho is absolute; default 2000 (see docs/forks.md).
@@ -46,8 +53,9 @@ package models
 //     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
 //     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
 //     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
-//   - [SUGGEST §11.6] pinv(Phi_pm) by a one-sided Jacobi SVD with the relative
-//     cut-off max(s_p, s_m) eps sigma_max, recomputed only in update rounds.
+//   - [SUGGEST §11.6] pinv(Phi_pm) with a relative cut-off (singular values
+//     below 1e-6 sigma_max), through the s_m x s_m Gram matrix and a Jacobi
+//     eigensolver (see computeZ), recomputed only in update rounds.
 //   - Stage-1 admission: hinge, squared hinge and logistic add x when
 //     y f < 1 (for hinge and squared hinge that is "loss > 0"; for logistic the
 //     spec's margin rule, §7 [SUGGEST], since its loss is never 0); square
@@ -106,8 +114,8 @@ type forks struct {
 	// scratch (not state)
 	cm, phi, q, w, vNew []float64
 	psi, a, xcols       []float64
-	svdA, svdV, svdS    []float64
-	tmat, zNext         []float64
+	gram, eigW, eigM    []float64
+	tmat, tmat2, zNext  []float64
 	rowNew              []float64
 	memo                forksMemo
 }
@@ -178,10 +186,11 @@ func (l *forks) allocSketch() {
 	l.ainv = make([]float64, l.k*l.k)
 	l.a = make([]float64, l.sp)
 	l.xcols = make([]float64, 2*l.sp)
-	l.svdA = make([]float64, l.sp*l.sm)
-	l.svdV = make([]float64, l.sm*l.sm)
-	l.svdS = make([]float64, l.sm)
+	l.gram = make([]float64, l.sm*l.sm)
+	l.eigW = make([]float64, l.sm*l.sm)
+	l.eigM = make([]float64, l.sm)
 	l.tmat = make([]float64, l.sm*l.k)
+	l.tmat2 = make([]float64, l.sm*l.k)
 	l.zNext = make([]float64, l.sm*l.k)
 	l.rowNew = make([]float64, l.sm)
 }
@@ -489,57 +498,76 @@ func (l *forks) updateRound(x []float64, y float64, r int) error {
 
 // computeZ writes Z = pinv(Phi_pm) V Lambda^{1/2} (sm x k) into dst, with
 // Phi_pm's row h replaced by rowH when h >= 0. It reports finiteness.
+//
+// pinv goes through the sm x sm Gram matrix: Phi_pm^T Phi_pm = W M W^T
+// (Jacobi), pinv(Phi_pm) = W M^+ W^T Phi_pm^T, with eigenvalues below
+// 1e-12 mu_max cut (singular values below 1e-6 sigma_max, the precision a
+// Gram matrix keeps). Cost O(sp sm^2/2 + sm^3 sweeps + sp sm k); a one-sided
+// Jacobi SVD of the sp x sm matrix was ~10x slower at B = 400.
 func (l *forks) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
 	sp, sm, k := l.sp, l.sm, l.k
-	// Column-major copy for the one-sided Jacobi SVD.
-	a := l.svdA
+	g := l.gram
+	for i := range g {
+		g[i] = 0
+	}
+	m1 := l.tmat // Phi_pm^T V Lambda^{1/2}, sm x k
+	for i := range m1 {
+		m1[i] = 0
+	}
 	for r := 0; r < sp; r++ {
 		row := l.phiPM[r*sm : (r+1)*sm]
 		if r == h {
 			row = rowH
 		}
-		for j, v := range row {
-			a[j*sp+r] = v
+		vr := V[r*k : (r+1)*k]
+		for j, a := range row {
+			if a == 0 {
+				continue
+			}
+			linalg.Axpy(a, row[j:], g[j*sm+j:(j+1)*sm])
+			linalg.Axpy(a, vr, m1[j*k:(j+1)*k])
 		}
 	}
-	linalg.OneSidedSVD(a, sp, sm, l.svdV, l.svdS)
-	smax := 0.0
-	for _, s := range l.svdS {
-		smax = math.Max(smax, s)
-	}
-	tol := float64(max(sp, sm)) * 2.220446049250313e-16 * smax
-	// T = Sigma^+ U^T V Lambda^{1/2}; column j of a is sigma_j u_j, so
-	// T[j,i] = (a_j . V_i) sqrt(lam_i) / sigma_j^2.
-	t := l.tmat
-	for i := range t {
-		t[i] = 0
+	for j := 0; j < sm; j++ { // mirror the upper triangle
+		for i := j + 1; i < sm; i++ {
+			g[i*sm+j] = g[j*sm+i]
+		}
 	}
 	for j := 0; j < sm; j++ {
-		s := l.svdS[j]
-		if !(s > tol) {
-			continue
-		}
-		aj := a[j*sp : (j+1)*sp]
-		tj := t[j*k : (j+1)*k]
-		for r, ar := range aj {
-			if ar != 0 {
-				linalg.Axpy(ar, V[r*k:(r+1)*k], tj)
-			}
-		}
-		inv := 1 / (s * s)
-		for i := range tj {
-			tj[i] *= inv * math.Sqrt(math.Max(lam[i], 0))
+		for i := 0; i < k; i++ {
+			m1[j*k+i] *= math.Sqrt(math.Max(lam[i], 0))
 		}
 	}
-	// Z = Vsvd T.
+	linalg.SymEig(g, sm, l.eigW, l.eigM)
+	tol := 1e-12 * l.eigM[0]
+	// m2 = M^+ W^T m1
+	m2 := l.tmat2
+	for i := range m2 {
+		m2[i] = 0
+	}
+	for r := 0; r < sm; r++ {
+		wr := l.eigW[r*sm : (r+1)*sm]
+		mr := m1[r*k : (r+1)*k]
+		for j, w := range wr {
+			if w != 0 && l.eigM[j] > tol {
+				linalg.Axpy(w, mr, m2[j*k:(j+1)*k])
+			}
+		}
+	}
+	for j := 0; j < sm; j++ {
+		if mu := l.eigM[j]; mu > tol {
+			linalg.Scale(1/mu, m2[j*k:(j+1)*k])
+		}
+	}
+	// Z = W m2
 	for i := range dst[:sm*k] {
 		dst[i] = 0
 	}
 	for r := 0; r < sm; r++ {
 		dr := dst[r*k : (r+1)*k]
-		for j := 0; j < sm; j++ {
-			if v := l.svdV[r*sm+j]; v != 0 {
-				linalg.Axpy(v, t[j*k:(j+1)*k], dr)
+		for j, w := range l.eigW[r*sm : (r+1)*sm] {
+			if w != 0 && l.eigM[j] > tol {
+				linalg.Axpy(w, m2[j*k:(j+1)*k], dr)
 			}
 		}
 	}

@@ -64,17 +64,17 @@ func (o *nonsEigenOracle) step(x []float64, y float64) float64 {
 	j := len(o.S)
 	phiOld := o.features(x)
 	if o.pending && j > 0 {
-		yt := dot(o.w, phiOld)
+		yt := s0Dot(o.w, phiOld)
 		if m := yt - o.clip(yt); m != 0 {
 			v := o.solveA(phiOld)
-			den := dot(phiOld, v)
+			den := s0Dot(phiOld, v)
 			for i := range o.w {
 				o.w[i] -= m / den * v[i]
 			}
 			o.projections++
 		}
 	}
-	alphaT := math.Max(o.kern.Diag(x)-dot(phiOld, phiOld), 0) // ||phi_old||^2 = kS' K^{-1} kS
+	alphaT := math.Max(o.kern.Diag(x)-s0Dot(phiOld, phiOld), 0) // ||phi_old||^2 = kS' K^{-1} kS
 	phi := phiOld
 	if j < o.maxJ && alphaT > aldAddFloor && (alphaT > o.alpha || j == 0) {
 		o.additions++
@@ -135,7 +135,7 @@ func (o *nonsEigenOracle) step(x []float64, y float64) float64 {
 		}
 		phi = o.features(x)
 	}
-	yhat := dot(o.w, phi)
+	yhat := s0Dot(o.w, phi)
 	g := 2 * (yhat - y)
 	n := len(phi)
 	for a := 0; a < n; a++ {
@@ -155,7 +155,7 @@ func (o *nonsEigenOracle) step(x []float64, y float64) float64 {
 	return yhat
 }
 
-func dot(a, b []float64) float64 {
+func s0Dot(a, b []float64) float64 {
 	s := 0.0
 	for i := range a {
 		s += a[i] * b[i]

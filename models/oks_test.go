@@ -491,3 +491,36 @@ func TestOKSParamValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelArmsCapMoves: at the cap a step near the dictionary is projected
+// onto the nearest support vector, and a step far from it replaces the
+// smallest coefficient; the tracked norm stays a'Ka either way.
+func TestKernelArmsCapMoves(t *testing.T) {
+	const d = 2
+	b := newKernelArms([]float64{0.5}, d, 2)
+	step := func(x []float64, coef float64) {
+		t.Helper()
+		b.predict(0, x)
+		if !b.stage(0, x, coef, math.Inf(1)) {
+			t.Fatal("stage rejected a finite step")
+		}
+		b.commit()
+		a := &b.arms[0]
+		if ex := oksExactNorm2(a, d); math.Abs(ex-a.norm2) > 1e-12*math.Max(1, ex) {
+			t.Fatalf("tracked ||f||^2 %v, exact %v", a.norm2, ex)
+		}
+	}
+	step([]float64{0, 0}, 1)
+	step([]float64{1, 1}, 0.2)
+	a := &b.arms[0]
+	// near s_0 = (0,0), small step: project (coefficient of s_0 grows)
+	step([]float64{0.05, 0}, 0.1)
+	if len(a.a) != 2 || a.sv[0] != 0 || !(a.a[0] > 1) {
+		t.Fatalf("projection expected: a = %v, sv = %v", a.a, a.sv)
+	}
+	// far from both, large step: replace s_1 (|a_1| = 0.2 is the smallest)
+	step([]float64{-1, -1}, 0.9)
+	if len(a.a) != 2 || a.sv[2] != -1 || a.sv[3] != -1 || a.a[1] != 0.9 {
+		t.Fatalf("replacement expected: a = %v, sv = %v", a.a, a.sv)
+	}
+}

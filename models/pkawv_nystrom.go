@@ -163,9 +163,7 @@ func (l *pkawvNystrom) prepare(x []float64) {
 		for j := range l.q {
 			l.q[j] = l.w[j] * l.a[j]
 		}
-		wq := l.minv.Quad(l.q)
-		tau := (1 + l.eps) * (l.kappa - wq) / (l.kappa + l.mu - wq)
-		l.prob = math.Min(math.Max(l.beta*tau, 0), 1)
+		l.prob = math.Min(math.Max(l.beta*l.korsTau(l.q, l.kappa), 0), 1)
 		if isBad(l.prob) {
 			l.prob = 0
 		}
@@ -205,6 +203,13 @@ func (l *pkawvNystrom) prepare(x []float64) {
 		}
 	}
 	l.memo.set(x, l.t)
+}
+
+// korsTau is KORS's approximate ridge leverage score of a point with kernel
+// diagonal kappa and weighted kernel column q against the dictionary.
+func (l *pkawvNystrom) korsTau(q []float64, kappa float64) float64 {
+	wq := l.minv.Quad(q)
+	return (1 + l.eps) * (kappa - wq) / (kappa + l.mu - wq)
 }
 
 // border computes x's column over the window and the current row (§6.3 step
@@ -255,7 +260,10 @@ func (l *pkawvNystrom) Predict(x []float64) Prediction {
 func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
 	l.prepare(x)
 	m := l.m()
-	fail := func() error { return fmt.Errorf("pkawv-nystrom: update %d: %w", l.t+1, ErrNumerical) }
+	fail := func() error {
+		l.memo.invalidate() // the scratch may have been modified below
+		return fmt.Errorf("pkawv-nystrom: update %d: %w", l.t+1, ErrNumerical)
+	}
 	if !l.ok || isBad(y) {
 		return fail()
 	}

@@ -379,3 +379,44 @@ func TestPKAWVParamValidation(t *testing.T) {
 		pkRun(t, l, xs, ys)
 	}
 }
+
+// TestKORSLeverageExact: with every point taken (p = 1, weights 1), KORS's
+// tau equals (1+eps) [K (K + mu I)^{-1}]_{tt} on the dictionary plus x_t
+// (spec §6.2 [DERIVED]); this checks the bordered inverse updates of Minv.
+func TestKORSLeverageExact(t *testing.T) {
+	const n, d, mu, eps = 12, 3, 0.3, 0.5
+	xs, ys := pkStream(10, n+1, d, 1)
+	l := pkNew(t, "pkawv-nystrom", d, 0.5, map[string]any{"beta": 1e12, "mu": mu, "eps": eps, "max_budget": 64, "history": 64}).(*pkawvNystrom)
+	pkRun(t, l, xs[:n], ys[:n])
+	if l.Size() != n {
+		t.Fatalf("dictionary has %d points, want %d", l.Size(), n)
+	}
+	g := NewGaussian(0.5)
+	x := xs[n]
+	q := make([]float64, n)
+	for j := range q {
+		q[j] = l.w[j] * g.Eval(xs[j], x)
+	}
+	got := l.korsTau(q, 1)
+	k := mat.NewSymDense(n+1, nil)
+	for i := 0; i <= n; i++ {
+		for j := 0; j <= i; j++ {
+			k.SetSym(i, j, g.Eval(xs[i], xs[j]))
+		}
+	}
+	reg := mat.NewSymDense(n+1, nil)
+	reg.CopySym(k)
+	for i := 0; i <= n; i++ {
+		reg.SetSym(i, i, reg.At(i, i)+mu)
+	}
+	var inv mat.Dense
+	if err := inv.Inverse(reg); err != nil {
+		t.Fatal(err)
+	}
+	var prod mat.Dense
+	prod.Mul(k, &inv)
+	want := (1 + eps) * prod.At(n, n)
+	if math.Abs(got-want) > 1e-10 {
+		t.Fatalf("tau = %v, exact ridge leverage (1+eps) x %v = %v", got, prod.At(n, n), want)
+	}
+}

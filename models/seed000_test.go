@@ -133,7 +133,7 @@ func TestSeed000KONSAgainstDirectNewtonStep(t *testing.T) {
 	w := make([]float64, d)
 	for i, x := range xs {
 		p := l.Predict(x)
-		want := dot3(w, x)
+		want := s0Dot3(w, x)
 		if math.Abs(p.Value-want) > 1e-9 {
 			t.Fatalf("round %d: kons %v, direct ONS %v", i, p.Value, want)
 		}
@@ -146,17 +146,17 @@ func TestSeed000KONSAgainstDirectNewtonStep(t *testing.T) {
 				A[a][b] += eta * g * g * x[a] * x[b]
 			}
 		}
-		step := solve3(A, []float64{g * x[0], g * x[1], g * x[2]})
+		step := s0Solve3(A, []float64{g * x[0], g * x[1], g * x[2]})
 		for a := range w {
 			w[a] -= step[a]
 		}
 	}
 }
 
-func dot3(a, b []float64) float64 { return a[0]*b[0] + a[1]*b[1] + a[2]*b[2] }
+func s0Dot3(a, b []float64) float64 { return a[0]*b[0] + a[1]*b[1] + a[2]*b[2] }
 
-// solve3 solves a 3x3 system by Cramer's rule.
-func solve3(A [][]float64, b []float64) []float64 {
+// s0Solve3 solves a 3x3 system by Cramer's rule.
+func s0Solve3(A [][]float64, b []float64) []float64 {
 	det := func(m [][]float64) float64 {
 		return m[0][0]*(m[1][1]*m[2][2]-m[1][2]*m[2][1]) - m[0][1]*(m[1][0]*m[2][2]-m[1][2]*m[2][0]) + m[0][2]*(m[1][0]*m[2][1]-m[1][1]*m[2][0])
 	}
@@ -437,5 +437,160 @@ func TestSeed000PredictCacheIsTransparent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Blobs with a valid frame and checksum but an inconsistent payload (as a
+// buggy writer or a hand-made blob could produce) are ErrState, never a panic.
+func TestSeed000InconsistentPayloads(t *testing.T) {
+	ones := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = 1
+		}
+		return v
+	}
+	type writeFn func(w *StateWriter)
+	cases := map[string][]writeFn{
+		"kogd": {
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Int(0)
+				w.Float(2)
+				w.Float(0)
+				w.Floats(ones(4))
+				w.Floats(ones(1))
+			}, // dict not 1 x 3
+			func(w *StateWriter) {
+				w.Int(-1)
+				w.Int(0)
+				w.Float(2)
+				w.Float(0)
+				w.Floats(nil)
+				w.Floats(nil)
+			},
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Int(0)
+				w.Float(0.5)
+				w.Float(0)
+				w.Floats(nil)
+				w.Floats(nil)
+			}, // G2 < 1
+			func(w *StateWriter) { w.Int(1); w.Int(0); w.Float(2); w.Float(0); w.Floats(ones(3)) }, // truncated payload
+		},
+		"aogd-ald": {
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Float(2)
+				w.Float(0)
+				w.Int(1 << 40)
+				w.Floats(ones(3))
+				w.Floats(ones(1))
+				w.Floats(ones(1))
+			},
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Float(2)
+				w.Float(0)
+				w.Int(-3)
+				w.Floats(nil)
+				w.Floats(nil)
+				w.Floats(nil)
+			},
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Float(2)
+				w.Float(0)
+				w.Int(2)
+				w.Floats(ones(6))
+				w.Floats(ones(2))
+				w.Floats(ones(2))
+			}, // L not 2x2 packed
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Float(2)
+				w.Float(0)
+				w.Int(1)
+				w.Floats(ones(3))
+				w.Floats([]float64{-1})
+				w.Floats(ones(1))
+			}, // non-positive pivot
+		},
+		"kons": {
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Int(0)
+				w.Floats(ones(3))
+				w.Floats(ones(1))
+				w.Floats(ones(1))
+				w.Floats(ones(3))
+			},
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Int(0)
+				w.Floats(ones(3))
+				w.Floats(ones(1))
+				w.Floats(nil)
+				w.Floats(ones(1))
+			},
+		},
+		"nons-ald": {
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Bool(true)
+				w.Int(1 << 40)
+				w.Floats(ones(3))
+				w.Floats(ones(1))
+				w.Floats(ones(1))
+				w.Floats(ones(1))
+			},
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Bool(true)
+				w.Int(1)
+				w.Floats(ones(3))
+				w.Floats(ones(1))
+				w.Floats(ones(1))
+				w.Floats([]float64{0})
+			}, // A factor not PD
+			func(w *StateWriter) {
+				w.Int(1)
+				w.Bool(true)
+				w.Int(1)
+				w.Floats(ones(3))
+				w.Floats(ones(1))
+				w.Floats(ones(2))
+				w.Floats(ones(1))
+			},
+		},
+	}
+	for alg, fns := range cases {
+		sp := s0Spec(alg, 3, 1, nil)
+		for i, fn := range fns {
+			l := s0New(t, sp)
+			before := s0Marshal(t, l)
+			w := NewStateWriter(nil, alg, 1)
+			fn(w)
+			if err := l.UnmarshalBinary(w.Finish()); !errors.Is(err, ErrState) {
+				t.Errorf("%s case %d: err = %v, want ErrState", alg, i, err)
+			}
+			if !bytes.Equal(before, s0Marshal(t, l)) {
+				t.Errorf("%s case %d: learner changed", alg, i)
+			}
+		}
+	}
+	// The valid counterpart of the kogd payloads decodes (so the cases above
+	// fail for the reason they name).
+	l := s0New(t, s0Spec("kogd", 3, 1, nil))
+	w := NewStateWriter(nil, "kogd", 1)
+	w.Int(1)
+	w.Int(0)
+	w.Float(2)
+	w.Float(0.25)
+	w.Floats(ones(3))
+	w.Floats([]float64{0.5})
+	if err := l.UnmarshalBinary(w.Finish()); err != nil || l.Size() != 1 || l.Predict([]float64{1, 1, 1}).Value != 0.5 {
+		t.Fatalf("valid hand-made kogd blob: err %v size %d", err, l.Size())
 	}
 }

@@ -171,27 +171,16 @@ func (r *StateReader) Bool() bool {
 }
 
 // Floats reads a length-prefixed vector into dst's storage (grown if needed).
-func (r *StateReader) Floats(dst []float64) []float64 {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)/8) {
-		r.fail("vector length exceeds blob")
-	}
-	if r.err != nil {
-		return dst[:0]
-	}
-	if uint64(cap(dst)) < n {
-		dst = make([]float64, n)
-	}
-	dst = dst[:n]
-	for i := range dst {
-		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*i:]))
-	}
-	r.b = r.b[8*n:]
-	return dst
-}
+func (r *StateReader) Floats(dst []float64) []float64 { return readVec(r, dst, math.Float64frombits) }
 
 // Ints reads a length-prefixed vector of integers.
 func (r *StateReader) Ints(dst []int) []int {
+	return readVec(r, dst, func(u uint64) int { return int(int64(u)) })
+}
+
+// readVec reads a length-prefixed vector of 8-byte words, refusing a length
+// the remaining bytes cannot hold before allocating anything.
+func readVec[T any](r *StateReader, dst []T, conv func(uint64) T) []T {
 	n := r.uvarint()
 	if r.err == nil && n > uint64(len(r.b)/8) {
 		r.fail("vector length exceeds blob")
@@ -200,11 +189,11 @@ func (r *StateReader) Ints(dst []int) []int {
 		return dst[:0]
 	}
 	if uint64(cap(dst)) < n {
-		dst = make([]int, n)
+		dst = make([]T, n)
 	}
 	dst = dst[:n]
 	for i := range dst {
-		dst[i] = int(int64(binary.LittleEndian.Uint64(r.b[8*i:])))
+		dst[i] = conv(binary.LittleEndian.Uint64(r.b[8*i:]))
 	}
 	r.b = r.b[8*n:]
 	return dst

@@ -43,7 +43,9 @@ func tisvdMaxAngle(a, b *mat.Dense) float64 {
 	return math.Acos(math.Min(1, s[0]))
 }
 
-func tisvdDenseV(ts *tisvd) *mat.Dense { return mat.NewDense(ts.n, ts.k, append([]float64(nil), ts.V...)) }
+func tisvdDenseV(ts *tisvd) *mat.Dense {
+	return mat.NewDense(ts.n, ts.k, append([]float64(nil), ts.V...))
+}
 
 // tisvdFORKSUpdate draws a FORKS-shaped update X = [s, a], G = [[kappa,1],[1,0]]
 // with s = +-e_h and a a random vector of norm scale.

@@ -15,14 +15,15 @@ package processor
 //     (SetOwned / SetOwnedAssignments, called by the engine for every new
 //     generation);
 //   - restored: partitions whose state is on the member's disk without being
-//     assigned to it, typically right after a restart (SetRestored, called
-//     at start-up with the partitions found in Badger).
+//     assigned to it, right after a restart (SetRestored, called at start-up
+//     with the partitions the member held when it stopped).
 //
 // The plan (planSticky), per group of N members and P partition numbers:
 //
 //  1. Every member gets a quota of floor(P/N) or ceil(P/N) (balance within
 //     one); the ceil slots go to the members with the most claims, so that as
-//     few partitions as possible move.
+//     few partitions as possible move (a partition that one member owns and
+//     another restores counts for the restorer: it comes back to it).
 //  2. A member keeps its uncontested claims up to its quota, owned ones first.
 //  3. A partition claimed by several members goes to a claimant with room,
 //     owned before restored, then the one with the most room left. After a
@@ -89,7 +90,8 @@ func MemberIdentity() string {
 	return ""
 }
 
-// Claim tiers: a lower tier wins a contested partition.
+// Claim tiers: among claimants with room, a lower tier wins a contested
+// partition.
 const (
 	tierOwned    = 1
 	tierRestored = 2
@@ -343,10 +345,6 @@ func (b *StickyBalancer) remember(ms []stickyMember, owner map[int]int) {
 	}
 	for i, m := range ms {
 		b.memory[m.identity] = rememberedClaim{partitions: got[i], lastSeen: b.round}
-		if m.identity == b.identity {
-			// The leader knows its own new assignment without being told.
-			b.owned, b.restored = append([]int{}, got[i]...), nil
-		}
 	}
 	for id, r := range b.memory {
 		if b.round-r.lastSeen > forgetAfterRounds {

@@ -1,15 +1,20 @@
 package processor_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/processor"
 )
 
@@ -20,29 +25,29 @@ import (
 // the partitions whose state is on the pod's disk).
 
 const (
-	inputTopic  = "features"
-	labelsTopic = "labels"
+	stickyInput  = "features"
+	stickyLabels = "labels"
 )
 
-type simPod struct {
+type stickySimPod struct {
 	identity string
 	memberID string
 	topics   []string
 	bal      *processor.StickyBalancer
 }
 
-type simGroup struct {
+type stickySim struct {
 	t          *testing.T
 	engine     bool // the engine states its claims (SetOwned, SetRestored)
 	partitions []kafka.Partition
-	pods       []*simPod // join order: pods[0] is the leader
+	pods       []*stickySimPod // join order: pods[0] is the leader
 	disk       map[string][]int
 	starts     int
 	rng        *rand.Rand
 }
 
-func newSimGroup(t *testing.T, partitions int, engine bool, topics ...string) *simGroup {
-	g := &simGroup{t: t, engine: engine, disk: map[string][]int{}, rng: rand.New(rand.NewSource(1))}
+func newStickySim(t *testing.T, partitions int, engine bool, topics ...string) *stickySim {
+	g := &stickySim{t: t, engine: engine, disk: map[string][]int{}, rng: rand.New(rand.NewSource(1))}
 	for _, topic := range topics {
 		for p := 0; p < partitions; p++ {
 			g.partitions = append(g.partitions, kafka.Partition{Topic: topic, ID: p})
@@ -53,12 +58,12 @@ func newSimGroup(t *testing.T, partitions int, engine bool, topics ...string) *s
 
 // start launches a new process for identity (a fresh balancer, a new member
 // ID), as a pod start or restart does, and appends it to the group.
-func (g *simGroup) start(identity string, topics ...string) {
+func (g *stickySim) start(identity string, topics ...string) {
 	if len(topics) == 0 {
-		topics = []string{inputTopic, labelsTopic}
+		topics = []string{stickyInput, stickyLabels}
 	}
 	g.starts++
-	p := &simPod{
+	p := &stickySimPod{
 		identity: identity,
 		memberID: fmt.Sprintf("consumer-%03d", 1000-g.starts), // unrelated to identity order
 		topics:   topics,
@@ -66,14 +71,14 @@ func (g *simGroup) start(identity string, topics ...string) {
 	}
 	if g.engine {
 		if parts := g.disk[identity]; len(parts) > 0 {
-			p.bal.SetRestored(map[string][]int{inputTopic: parts})
+			p.bal.SetRestored(map[string][]int{stickyInput: parts})
 		}
 	}
 	g.pods = append(g.pods, p)
 }
 
 // stop removes identity's process from the group (it left or was killed).
-func (g *simGroup) stop(identity string) {
+func (g *stickySim) stop(identity string) {
 	for i, p := range g.pods {
 		if p.identity == identity {
 			g.pods = append(g.pods[:i], g.pods[i+1:]...)
@@ -87,7 +92,7 @@ func (g *simGroup) stop(identity string) {
 // partition numbers, after checking that every topic-partition has exactly
 // one owner, that co-partitioned topics go together and that the partition
 // numbers are balanced within one.
-func (g *simGroup) rebalance() map[string][]int {
+func (g *stickySim) rebalance() map[string][]int {
 	g.t.Helper()
 	members := make([]kafka.GroupMember, 0, len(g.pods))
 	for _, p := range g.pods {
@@ -100,7 +105,7 @@ func (g *simGroup) rebalance() map[string][]int {
 	g.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
 	out := g.pods[0].bal.AssignGroups(members, g.partitions)
 
-	byMember := map[string]*simPod{}
+	byMember := map[string]*stickySimPod{}
 	for _, p := range g.pods {
 		byMember[p.memberID] = p
 	}
@@ -120,10 +125,10 @@ func (g *simGroup) rebalance() map[string][]int {
 				seen[tp] = p.identity
 			}
 		}
-		if in, lab := topics[inputTopic], topics[labelsTopic]; len(lab) > 0 && !reflect.DeepEqual(in, lab) {
+		if in, lab := topics[stickyInput], topics[stickyLabels]; len(lab) > 0 && !reflect.DeepEqual(in, lab) {
 			g.t.Fatalf("%s: labels partitions %v differ from input partitions %v", p.identity, lab, in)
 		}
-		got[p.identity] = append([]int{}, topics[inputTopic]...)
+		got[p.identity] = append([]int{}, topics[stickyInput]...)
 		sort.Ints(got[p.identity])
 		if g.engine {
 			p.bal.SetOwned(topics)
@@ -151,8 +156,8 @@ func (g *simGroup) rebalance() map[string][]int {
 	return got
 }
 
-// moved counts the partitions whose owner (by identity) changed.
-func moved(before, after map[string][]int) int {
+// stickyMoved counts the partitions whose owner (by identity) changed.
+func stickyMoved(before, after map[string][]int) int {
 	owner := map[int]string{}
 	for id, parts := range before {
 		for _, p := range parts {
@@ -170,13 +175,13 @@ func moved(before, after map[string][]int) int {
 	return n
 }
 
-func podName(i int) string { return fmt.Sprintf("kernelstream-%d", i) }
+func stickyPod(i int) string { return fmt.Sprintf("kernelstream-%d", i) }
 
-// minMoves is the fewest partitions that must move from before (disjoint
+// stickyMinMoves is the fewest partitions that must move from before (disjoint
 // claims of the members in ids) to any assignment of p partitions over ids
 // balanced within one: p minus the most claims that can be kept, found by
 // trying every way of handing out the p%n larger quotas.
-func minMoves(before map[string][]int, ids []string, p int) int {
+func stickyMinMoves(before map[string][]int, ids []string, p int) int {
 	n := len(ids)
 	q, r := p/n, p%n
 	best := -1
@@ -225,28 +230,28 @@ func TestStickyBalancerRollingRestartMovesNothing(t *testing.T) {
 		{"leader memory 4 pods 10 partitions", 4, 10, false, []int{3, 2, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newSimGroup(t, tc.part, tc.engine, inputTopic, labelsTopic)
+			g := newStickySim(t, tc.part, tc.engine, stickyInput, stickyLabels)
 			for i := 0; i < tc.pods; i++ {
-				g.start(podName(i))
+				g.start(stickyPod(i))
 			}
 			initial := g.rebalance()
 			for _, i := range tc.restart {
 				before := g.rebalance()
-				g.stop(podName(i))
+				g.stop(stickyPod(i))
 				if tc.pods > 1 {
 					away := g.rebalance()
 					// The survivors keep all they had and take only the
 					// departed pod's partitions.
-					if got, want := moved(before, away), len(before[podName(i)]); got != want {
+					if got, want := stickyMoved(before, away), len(before[stickyPod(i)]); got != want {
 						t.Fatalf("pod %d away: %d partitions moved, want %d: %v -> %v", i, got, want, before, away)
 					}
 					for id, parts := range before {
-						if id != podName(i) && len(minus(parts, away[id])) > 0 {
+						if id != stickyPod(i) && len(stickyMinus(parts, away[id])) > 0 {
 							t.Fatalf("pod %d away: survivor %s lost partitions: %v -> %v", i, id, parts, away[id])
 						}
 					}
 				}
-				g.start(podName(i))
+				g.start(stickyPod(i))
 				back := g.rebalance()
 				if !reflect.DeepEqual(back, before) {
 					t.Fatalf("pod %d restarted: assignment %v, want the one before %v", i, back, before)
@@ -265,13 +270,13 @@ func TestStickyBalancerRollingRestartMovesNothing(t *testing.T) {
 func TestStickyBalancerFastRestartMovesNothing(t *testing.T) {
 	for _, engine := range []bool{true, false} {
 		t.Run(fmt.Sprintf("engine=%v", engine), func(t *testing.T) {
-			g := newSimGroup(t, 10, engine, inputTopic, labelsTopic)
+			g := newStickySim(t, 10, engine, stickyInput, stickyLabels)
 			for i := 0; i < 3; i++ {
-				g.start(podName(i))
+				g.start(stickyPod(i))
 			}
 			before := g.rebalance()
-			g.stop(podName(2))
-			g.start(podName(2))
+			g.stop(stickyPod(2))
+			g.start(stickyPod(2))
 			if after := g.rebalance(); !reflect.DeepEqual(after, before) {
 				t.Fatalf("after a fast restart %v, before %v", after, before)
 			}
@@ -281,60 +286,59 @@ func TestStickyBalancerFastRestartMovesNothing(t *testing.T) {
 
 func TestStickyBalancerScaleMovesMinimum(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		part       int
-		from, to   int // replicas before and after (StatefulSet ordinals)
-		engine     bool
-		wantMoved  int // -1: compare with minMoves
-		wantBefore []int
+		name      string
+		part      int
+		from, to  int // replicas before and after (StatefulSet ordinals)
+		engine    bool
+		wantMoved int // -1: compare with stickyMinMoves
 	}{
-		{"up 3->4 of 12", 12, 3, 4, true, 3, nil},
-		{"up 3->4 of 7", 7, 3, 4, true, -1, nil},
-		{"up 1->2 of 6", 6, 1, 2, true, 3, nil},
-		{"up 4->6 of 16", 16, 4, 6, true, -1, nil},
-		{"up 2->5 of 3", 3, 2, 5, true, -1, nil},
-		{"down 4->3 of 12", 12, 4, 3, true, 3, nil},
-		{"down 3->2 of 7", 7, 3, 2, true, -1, nil},
-		{"down 6->1 of 16", 16, 6, 1, true, -1, nil},
-		{"up 3->4 of 12 leader memory", 12, 3, 4, false, 3, nil},
-		{"down 4->3 of 13 leader memory", 13, 4, 3, false, -1, nil},
+		{"up 3->4 of 12", 12, 3, 4, true, 3},
+		{"up 3->4 of 7", 7, 3, 4, true, -1},
+		{"up 1->2 of 6", 6, 1, 2, true, 3},
+		{"up 4->6 of 16", 16, 4, 6, true, -1},
+		{"up 2->5 of 3", 3, 2, 5, true, -1},
+		{"down 4->3 of 12", 12, 4, 3, true, 3},
+		{"down 3->2 of 7", 7, 3, 2, true, -1},
+		{"down 6->1 of 16", 16, 6, 1, true, -1},
+		{"up 3->4 of 12 leader memory", 12, 3, 4, false, 3},
+		{"down 4->3 of 13 leader memory", 13, 4, 3, false, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newSimGroup(t, tc.part, tc.engine, inputTopic, labelsTopic)
+			g := newStickySim(t, tc.part, tc.engine, stickyInput, stickyLabels)
 			for i := 0; i < tc.from; i++ {
-				g.start(podName(i))
+				g.start(stickyPod(i))
 			}
 			before := g.rebalance()
 			var stay []string
 			for i := 0; i < min(tc.from, tc.to); i++ {
-				stay = append(stay, podName(i))
+				stay = append(stay, stickyPod(i))
 			}
 			for i := tc.from; i < tc.to; i++ {
-				g.start(podName(i))
+				g.start(stickyPod(i))
 			}
 			for i := tc.from - 1; i >= tc.to; i-- {
-				g.stop(podName(i))
+				g.stop(stickyPod(i))
 			}
 			after := g.rebalance()
 			// Partitions of removed pods must move; on top of that, the
 			// fewest that balance within one allows.
 			removed := 0
 			for i := tc.to; i < tc.from; i++ {
-				removed += len(before[podName(i)])
+				removed += len(before[stickyPod(i)])
 			}
 			var ids []string
 			for i := 0; i < tc.to; i++ {
-				ids = append(ids, podName(i))
+				ids = append(ids, stickyPod(i))
 			}
 			want := tc.wantMoved
 			if want < 0 {
-				want = removed + minMoves(before, ids, tc.part)
+				want = removed + stickyMinMoves(before, ids, tc.part)
 			}
-			if got := moved(before, after); got != want {
+			if got := stickyMoved(before, after); got != want {
 				t.Fatalf("moved %d partitions, want %d: %v -> %v", got, want, before, after)
 			}
 			for _, id := range stay {
-				if len(after[id]) > len(before[id]) && len(minus(before[id], after[id])) > 0 {
+				if len(after[id]) > len(before[id]) && len(stickyMinus(before[id], after[id])) > 0 {
 					t.Fatalf("%s both gained and lost partitions: %v -> %v", id, before[id], after[id])
 				}
 			}
@@ -358,20 +362,20 @@ func TestStickyBalancerRandomHistory(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			parts := 6 + rng.Intn(20)
-			g := newSimGroup(t, parts, true, inputTopic, labelsTopic)
+			g := newStickySim(t, parts, true, stickyInput, stickyLabels)
 			replicas := 1 + rng.Intn(4)
 			for i := 0; i < replicas; i++ {
-				g.start(podName(i))
+				g.start(stickyPod(i))
 			}
 			cur := g.rebalance()
 			everStarted := map[string]bool{}
 			for i := 0; i < replicas; i++ {
-				everStarted[podName(i)] = true
+				everStarted[stickyPod(i)] = true
 			}
 			ids := func() []string {
 				var out []string
 				for i := 0; i < replicas; i++ {
-					out = append(out, podName(i))
+					out = append(out, stickyPod(i))
 				}
 				return out
 			}
@@ -380,33 +384,33 @@ func TestStickyBalancerRandomHistory(t *testing.T) {
 				before := cur
 				switch op := rng.Intn(4); {
 				case op == 0 && replicas < 8: // scale up by one
-					name := podName(replicas)
+					name := stickyPod(replicas)
 					reused := everStarted[name]
 					replicas++
 					everStarted[name] = true
 					g.start(name)
 					cur = g.rebalance()
-					want := minMoves(before, ids(), parts)
+					want := stickyMinMoves(before, ids(), parts)
 					limit := want
 					if reused {
 						limit += parts % replicas
 					}
-					if got := moved(before, cur); got < want || got > limit {
+					if got := stickyMoved(before, cur); got < want || got > limit {
 						t.Fatalf("step %d: scale up to %d (reused=%v): moved %d, want %d..%d: %v -> %v", step, replicas, reused, got, want, limit, before, cur)
 					}
 					ops["up"]++
 				case op == 1 && replicas > 1: // scale down by one
 					replicas--
-					name := podName(replicas)
+					name := stickyPod(replicas)
 					g.stop(name)
 					cur = g.rebalance()
-					want := len(before[name]) + minMoves(before, ids(), parts)
-					if got := moved(before, cur); got != want {
+					want := len(before[name]) + stickyMinMoves(before, ids(), parts)
+					if got := stickyMoved(before, cur); got != want {
 						t.Fatalf("step %d: scale down to %d: moved %d, want %d: %v -> %v", step, replicas, got, want, before, cur)
 					}
 					ops["down"]++
 				case op == 2 && replicas > 1: // restart one pod
-					name := podName(rng.Intn(replicas))
+					name := stickyPod(rng.Intn(replicas))
 					g.stop(name)
 					g.rebalance()
 					g.start(name)
@@ -417,14 +421,14 @@ func TestStickyBalancerRandomHistory(t *testing.T) {
 					ops["restart"]++
 				case op == 3 && parts < 40: // the topics get more partitions
 					add := 1 + rng.Intn(4)
-					for _, topic := range []string{inputTopic, labelsTopic} {
+					for _, topic := range []string{stickyInput, stickyLabels} {
 						for p := parts; p < parts+add; p++ {
 							g.partitions = append(g.partitions, kafka.Partition{Topic: topic, ID: p})
 						}
 					}
 					parts += add
 					cur = g.rebalance()
-					if got, want := moved(before, cur), minMoves(before, ids(), parts); got != want {
+					if got, want := stickyMoved(before, cur), stickyMinMoves(before, ids(), parts); got != want {
 						t.Fatalf("step %d: %d partitions: moved %d, minimum %d: %v -> %v", step, parts, got, want, before, cur)
 					}
 					ops["partitions"]++
@@ -439,16 +443,16 @@ func TestStickyBalancerDeterministic(t *testing.T) {
 	run := func(seed int64) kafka.GroupMemberAssignments {
 		var members []kafka.GroupMember
 		for i := 0; i < 5; i++ {
-			b := processor.NewStickyBalancer(podName(i))
-			b.SetOwned(map[string][]int{inputTopic: {i, i + 5, (i * 7) % 11}})
+			b := processor.NewStickyBalancer(stickyPod(i))
+			b.SetOwned(map[string][]int{stickyInput: {i, i + 5, (i * 7) % 11}})
 			ud, err := b.UserData()
 			if err != nil {
 				t.Fatal(err)
 			}
-			members = append(members, kafka.GroupMember{ID: fmt.Sprintf("m-%d", 9-i), Topics: []string{inputTopic, labelsTopic}, UserData: ud})
+			members = append(members, kafka.GroupMember{ID: fmt.Sprintf("m-%d", 9-i), Topics: []string{stickyInput, stickyLabels}, UserData: ud})
 		}
 		var parts []kafka.Partition
-		for _, topic := range []string{labelsTopic, inputTopic} {
+		for _, topic := range []string{stickyLabels, stickyInput} {
 			for p := 0; p < 11; p++ {
 				parts = append(parts, kafka.Partition{Topic: topic, ID: p})
 			}
@@ -479,7 +483,7 @@ func TestStickyBalancerEdgeCases(t *testing.T) {
 	ud := func(identity string, owned ...int) []byte {
 		b := processor.NewStickyBalancer(identity)
 		if owned != nil {
-			b.SetOwned(map[string][]int{inputTopic: owned})
+			b.SetOwned(map[string][]int{stickyInput: owned})
 		}
 		data, err := b.UserData()
 		if err != nil {
@@ -487,7 +491,16 @@ func TestStickyBalancerEdgeCases(t *testing.T) {
 		}
 		return data
 	}
-	both := []string{inputTopic, labelsTopic}
+	restored := func(identity string, parts ...int) []byte {
+		b := processor.NewStickyBalancer(identity)
+		b.SetRestored(map[string][]int{stickyInput: parts})
+		data, err := b.UserData()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	both := []string{stickyInput, stickyLabels}
 	for _, tc := range []struct {
 		name       string
 		members    []kafka.GroupMember
@@ -496,7 +509,7 @@ func TestStickyBalancerEdgeCases(t *testing.T) {
 	}{
 		{
 			name:       "no members",
-			partitions: parts(3, inputTopic),
+			partitions: parts(3, stickyInput),
 			want:       kafka.GroupMemberAssignments{},
 		},
 		{
@@ -512,10 +525,10 @@ func TestStickyBalancerEdgeCases(t *testing.T) {
 				{ID: "b", Topics: both, UserData: ud("p-1", 0, 1)},
 				{ID: "c", Topics: both, UserData: ud("p-2")},
 			},
-			partitions: parts(2, inputTopic, labelsTopic),
+			partitions: parts(2, stickyInput, stickyLabels),
 			want: kafka.GroupMemberAssignments{
-				"a": {inputTopic: {1}, labelsTopic: {1}},
-				"b": {inputTopic: {0}, labelsTopic: {0}},
+				"a": {stickyInput: {1}, stickyLabels: {1}},
+				"b": {stickyInput: {0}, stickyLabels: {0}},
 				"c": {},
 			},
 		},
@@ -525,10 +538,10 @@ func TestStickyBalancerEdgeCases(t *testing.T) {
 				{ID: "b", Topics: both, UserData: []byte("not json")},
 				{ID: "a", Topics: both, UserData: []byte(`{"v":99,"id":"p-0","owned":[0,1,2,3]}`)},
 			},
-			partitions: parts(4, inputTopic),
+			partitions: parts(4, stickyInput),
 			want: kafka.GroupMemberAssignments{
-				"a": {inputTopic: {0, 2}},
-				"b": {inputTopic: {1, 3}},
+				"a": {stickyInput: {0, 2}},
+				"b": {stickyInput: {1, 3}},
 			},
 		},
 		{
@@ -537,22 +550,50 @@ func TestStickyBalancerEdgeCases(t *testing.T) {
 				{ID: "y", Topics: both, UserData: ud("p-0", 0, 1, 2, 3)},
 				{ID: "x", Topics: both, UserData: ud("p-0", 0, 1, 2, 3)},
 			},
-			partitions: parts(4, inputTopic),
+			partitions: parts(4, stickyInput),
 			want: kafka.GroupMemberAssignments{
-				"x": {inputTopic: {0, 1}},
-				"y": {inputTopic: {2, 3}},
+				"x": {stickyInput: {0, 1}},
+				"y": {stickyInput: {2, 3}},
 			},
 		},
 		{
 			name: "a member not reading the labels topic gets none of it",
 			members: []kafka.GroupMember{
-				{ID: "a", Topics: []string{inputTopic}, UserData: ud("p-0", 0, 1)},
+				{ID: "a", Topics: []string{stickyInput}, UserData: ud("p-0", 0, 1)},
 				{ID: "b", Topics: both, UserData: ud("p-1", 2, 3)},
 			},
-			partitions: parts(4, inputTopic, labelsTopic),
+			partitions: parts(4, stickyInput, stickyLabels),
 			want: kafka.GroupMemberAssignments{
-				"a": {inputTopic: {0, 1}},
-				"b": {inputTopic: {2, 3}, labelsTopic: {0, 1, 2, 3}},
+				"a": {stickyInput: {0, 1}},
+				"b": {stickyInput: {2, 3}, stickyLabels: {0, 1, 2, 3}},
+			},
+		},
+		{
+			name: "a stale restored claim does not take a partition from its owner within quota",
+			members: []kafka.GroupMember{
+				{ID: "a", Topics: both, UserData: ud("p-0", 0, 1)},
+				{ID: "b", Topics: both, UserData: ud("p-1", 2, 3)},
+				{ID: "c", Topics: both, UserData: restored("p-2", 1)},
+			},
+			partitions: parts(6, stickyInput),
+			want: kafka.GroupMemberAssignments{
+				"a": {stickyInput: {0, 1}},
+				"b": {stickyInput: {2, 3}},
+				"c": {stickyInput: {4, 5}},
+			},
+		},
+		{
+			name: "a restored claim wins over an owner above quota",
+			members: []kafka.GroupMember{
+				{ID: "a", Topics: both, UserData: ud("p-0", 0, 1, 4)},
+				{ID: "b", Topics: both, UserData: ud("p-1", 2, 3, 5)},
+				{ID: "c", Topics: both, UserData: restored("p-2", 4, 5)},
+			},
+			partitions: parts(6, stickyInput),
+			want: kafka.GroupMemberAssignments{
+				"a": {stickyInput: {0, 1}},
+				"b": {stickyInput: {2, 3}},
+				"c": {stickyInput: {4, 5}},
 			},
 		},
 		{
@@ -561,19 +602,19 @@ func TestStickyBalancerEdgeCases(t *testing.T) {
 				{ID: "a", Topics: both, UserData: ud("p-0", 5, 6, 7)},
 				{ID: "b", Topics: both, UserData: ud("p-1", 1)},
 			},
-			partitions: parts(2, inputTopic),
+			partitions: parts(2, stickyInput),
 			want: kafka.GroupMemberAssignments{
-				"a": {inputTopic: {0}},
-				"b": {inputTopic: {1}},
+				"a": {stickyInput: {0}},
+				"b": {stickyInput: {1}},
 			},
 		},
 		{
 			name: "topics nobody reads are not assigned",
 			members: []kafka.GroupMember{
-				{ID: "a", Topics: []string{inputTopic}, UserData: ud("p-0")},
+				{ID: "a", Topics: []string{stickyInput}, UserData: ud("p-0")},
 			},
-			partitions: parts(2, inputTopic, "other"),
-			want:       kafka.GroupMemberAssignments{"a": {inputTopic: {0, 1}}},
+			partitions: parts(2, stickyInput, "other"),
+			want:       kafka.GroupMemberAssignments{"a": {stickyInput: {0, 1}}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -596,10 +637,10 @@ func TestStickyBalancerUserData(t *testing.T) {
 		want string
 	}{
 		{"fresh process: identity only", func() {}, `{"v":1,"id":"kernelstream-3"}`},
-		{"state restored from disk", func() { b.SetRestored(map[string][]int{inputTopic: {4, 1}, labelsTopic: {1}}) },
+		{"state restored from disk", func() { b.SetRestored(map[string][]int{stickyInput: {4, 1}, stickyLabels: {1}}) },
 			`{"v":1,"id":"kernelstream-3","restored":[1,4]}`},
 		{"owned after a generation", func() {
-			b.SetOwnedAssignments(map[string][]kafka.PartitionAssignment{inputTopic: {{ID: 7}, {ID: 2}}, labelsTopic: {{ID: 2}, {ID: 7}}})
+			b.SetOwnedAssignments(map[string][]kafka.PartitionAssignment{stickyInput: {{ID: 7}, {ID: 2}}, stickyLabels: {{ID: 2}, {ID: 7}}})
 		}, `{"v":1,"id":"kernelstream-3","owned":[2,7]}`},
 		{"owns nothing (known)", func() { b.SetOwned(nil) }, `{"v":1,"id":"kernelstream-3","owned":[]}`},
 	} {
@@ -630,8 +671,8 @@ func TestMemberIdentity(t *testing.T) {
 	}
 }
 
-// minus returns the elements of a not in b.
-func minus(a, b []int) []int {
+// stickyMinus returns the elements of a not in b.
+func stickyMinus(a, b []int) []int {
 	in := map[int]bool{}
 	for _, x := range b {
 		in[x] = true
@@ -643,4 +684,156 @@ func minus(a, b []int) []int {
 		}
 	}
 	return out
+}
+
+// TestStickyBalancerWithKafkaGo runs the balancer inside real kafka-go
+// consumer groups against the embedded Kafka-protocol broker: three members
+// (doing what the engine does: SetRestored at start, SetOwnedAssignments per
+// generation), one leaves and comes back as a new process with the same
+// identity, and must get exactly its partitions back, while the survivors
+// keep theirs throughout.
+func TestStickyBalancerWithKafkaGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded broker")
+	}
+	b, err := broker.Start(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const parts = 6
+	if err := b.CreateTopics(ctx, parts, stickyInput, stickyLabels); err != nil {
+		t.Fatal(err)
+	}
+
+	type report struct {
+		gen   int32
+		parts []int
+	}
+	var mu sync.Mutex
+	reports := map[string]report{}
+	start := func(identity string, restored []int) (stop func()) {
+		bal := processor.NewStickyBalancer(identity)
+		if restored != nil {
+			bal.SetRestored(map[string][]int{stickyInput: restored, stickyLabels: restored})
+		}
+		cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+			ID: "sticky-balancer-test", Brokers: b.Addrs(), Topics: []string{stickyInput, stickyLabels},
+			GroupBalancers:    []kafka.GroupBalancer{bal},
+			HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 6 * time.Second,
+			RebalanceTimeout: 3 * time.Second, JoinGroupBackoff: 100 * time.Millisecond, Timeout: 5 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				gen, err := cg.Next(ctx)
+				if err != nil {
+					if errors.Is(err, kafka.ErrGroupClosed) || ctx.Err() != nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				bal.SetOwnedAssignments(gen.Assignments)
+				var in, lab []int
+				for _, a := range gen.Assignments[stickyInput] {
+					in = append(in, a.ID)
+				}
+				for _, a := range gen.Assignments[stickyLabels] {
+					lab = append(lab, a.ID)
+				}
+				sort.Ints(in)
+				sort.Ints(lab)
+				if !reflect.DeepEqual(in, lab) {
+					t.Errorf("%s: input partitions %v, labels partitions %v", identity, in, lab)
+				}
+				mu.Lock()
+				reports[identity] = report{gen: gen.ID, parts: in}
+				mu.Unlock()
+				ended := make(chan struct{})
+				gen.Start(func(gctx context.Context) { <-gctx.Done(); close(ended) })
+				<-ended
+			}
+		}()
+		return func() {
+			cg.Close()
+			<-done
+			mu.Lock()
+			delete(reports, identity)
+			mu.Unlock()
+		}
+	}
+	// settled waits until exactly the given identities report the same
+	// generation and together hold every partition once.
+	settled := func(ids ...string) map[string][]int {
+		t.Helper()
+		for ctx.Err() == nil {
+			mu.Lock()
+			got := map[string][]int{}
+			gens := map[int32]bool{}
+			n := 0
+			for id, r := range reports {
+				got[id] = r.parts
+				gens[r.gen] = true
+				n += len(r.parts)
+			}
+			mu.Unlock()
+			ok := len(got) == len(ids) && len(gens) == 1 && n == parts
+			for _, id := range ids {
+				if _, in := got[id]; !in {
+					ok = false
+				}
+			}
+			if ok {
+				return got
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("group did not settle on %v: %v", ids, reports)
+		return nil
+	}
+
+	stops := map[string]func(){}
+	for i := 0; i < 3; i++ {
+		stops[stickyPod(i)] = start(stickyPod(i), nil)
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	initial := settled(stickyPod(0), stickyPod(1), stickyPod(2))
+	t.Logf("initial assignment %v", initial)
+
+	// A rolling restart, highest ordinal first as a StatefulSet does: each
+	// pod comes back as a new member (new kafka member ID), and one of them
+	// is the group leader.
+	for _, i := range []int{2, 1, 0} {
+		name := stickyPod(i)
+		stops[name]()
+		delete(stops, name)
+		var rest []string
+		for j := 0; j < 3; j++ {
+			if j != i {
+				rest = append(rest, stickyPod(j))
+			}
+		}
+		away := settled(rest...)
+		t.Logf("%s away: %v", name, away)
+		for _, id := range rest {
+			if len(stickyMinus(initial[id], away[id])) > 0 {
+				t.Fatalf("%s away: %s lost partitions: %v -> %v", name, id, initial[id], away[id])
+			}
+		}
+		stops[name] = start(name, initial[name])
+		if back := settled(stickyPod(0), stickyPod(1), stickyPod(2)); !reflect.DeepEqual(back, initial) {
+			t.Fatalf("%s restarted: %v, before %v", name, back, initial)
+		}
+	}
 }

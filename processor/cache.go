@@ -16,6 +16,7 @@ type slot struct {
 	l       models.Learner
 	updates uint64 // n_updates: successful updates so far (part of the stored state)
 	dirty   bool   // changed since the last checkpoint (Predict may advance the PRNG)
+	stored  bool   // a version of it is in Badger
 	elem    *list.Element
 }
 
@@ -32,13 +33,16 @@ type learnerCache struct {
 	live    map[string]*slot
 	lru     list.List // front = most recently used
 	evicted map[string][]byte
+	fresh   map[string]bool // evicted learners never stored in Badger
+	onDisk  int             // learners in Badger for this partition
 	max     int
 	global  *atomic.Int64 // learners in memory, all partitions
 	loads   int64         // learners read back from Badger or `evicted`
 }
 
 func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global *atomic.Int64) *learnerCache {
-	return &learnerCache{part: part, spec: spec, store: store, live: map[string]*slot{}, evicted: map[string][]byte{}, max: max, global: global}
+	return &learnerCache{part: part, spec: spec, store: store, live: map[string]*slot{}, evicted: map[string][]byte{},
+		fresh: map[string]bool{}, max: max, global: global}
 }
 
 // get returns the learner of key, loading or creating it.
@@ -60,7 +64,7 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new learner for key %q: %w", k, err)
 	}
-	s := &slot{key: k, l: l}
+	s := &slot{key: k, l: l, stored: ok}
 	if ok {
 		c.loads++
 		n, w := binary.Uvarint(blob)
@@ -74,6 +78,8 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		if _, wasEvicted := c.evicted[k]; wasEvicted {
 			delete(c.evicted, k)
 			s.dirty = true // its blob is no longer held anywhere else
+			s.stored = !c.fresh[k]
+			delete(c.fresh, k)
 		}
 	}
 	s.elem = c.lru.PushFront(s)
@@ -93,6 +99,9 @@ func (c *learnerCache) evict() error {
 				return err
 			}
 			c.evicted[s.key] = b
+			if !s.stored {
+				c.fresh[s.key] = true
+			}
 		}
 		c.lru.Remove(s.elem)
 		delete(c.live, s.key)
@@ -132,8 +141,14 @@ func (c *learnerCache) dirtyOps() ([]checkpoint.Op, error) {
 
 // committed marks everything clean after a checkpoint commit.
 func (c *learnerCache) committed() {
+	c.onDisk += len(c.fresh)
 	clear(c.evicted)
+	clear(c.fresh)
 	for _, s := range c.live {
+		if s.dirty && !s.stored {
+			s.stored = true
+			c.onDisk++
+		}
 		s.dirty = false
 	}
 }
@@ -144,4 +159,5 @@ func (c *learnerCache) release() {
 	c.live = map[string]*slot{}
 	c.lru.Init()
 	clear(c.evicted)
+	clear(c.fresh)
 }

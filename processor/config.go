@@ -69,8 +69,10 @@ type Config struct {
 	// MaxPending bounds the pending-label map of one partition; the oldest
 	// entry (by offset) expires first. Default 100000.
 	MaxPending int
-	// MaxLearners bounds the learners held in memory per partition; colder
-	// ones live in Badger and are read back on demand. Default 100000.
+	// MaxLearners bounds the learners this processor holds in memory (all
+	// partitions together; each partition keeps at least the learner in
+	// use); the least recently used are evicted to Badger at the next
+	// checkpoint and read back on demand. Default 100000.
 	MaxLearners int
 	// TopK is the length of the ranking a regression learner returns for an
 	// `arms` record. Default 10.

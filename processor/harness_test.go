@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,7 +79,14 @@ func produce(t *testing.T, addr string, recs []testRecord) {
 		BatchTimeout: time.Millisecond, BatchBytes: 32 << 20, BatchSize: 1000}
 	defer w.Close()
 	msgs := make([]kafka.Message, 0, len(recs))
-	for _, r := range recs {
+	// Distinct, increasing timestamps: the order of the scenario is the
+	// order of the merged input and labels topics.
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	if !lastBase.IsZero() && !base.After(lastBase) {
+		base = lastBase.Add(time.Millisecond)
+	}
+	lastBase = base.Add(time.Duration(len(recs)) * time.Millisecond)
+	for i, r := range recs {
 		topic := r.topic
 		if topic == "" {
 			topic = tIn
@@ -87,7 +95,7 @@ func produce(t *testing.T, addr string, recs []testRecord) {
 		if r.key != "" {
 			key = []byte(r.key)
 		}
-		msgs = append(msgs, kafka.Message{Topic: topic, Key: key, Value: []byte(r.value)})
+		msgs = append(msgs, kafka.Message{Topic: topic, Key: key, Value: []byte(r.value), Time: base.Add(time.Duration(i) * time.Millisecond)})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -99,6 +107,9 @@ func produce(t *testing.T, addr string, recs []testRecord) {
 		msgs = msgs[n:]
 	}
 }
+
+// lastBase keeps the timestamps of successive produce calls increasing.
+var lastBase time.Time
 
 // outRecord is a decoded output message.
 type outRecord struct {
@@ -185,7 +196,7 @@ func testConfig(t *testing.T, addr, dir string, spec models.Spec, logw *logBuffe
 	if logw != nil {
 		log = zerolog.New(logw)
 	} else {
-		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+		log = zerolog.New(zerolog.NewTestWriter(t)).Level(testLogLevel)
 	}
 	return Config{
 		Brokers: []string{addr}, Group: "g", InputTopic: tIn, OutputTopic: tOut, DLQTopic: tDLQ,
@@ -210,7 +221,13 @@ func start(t *testing.T, cfg Config) *running {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- p.Run(ctx) }()
+	go func() {
+		err := p.Run(ctx)
+		if err != nil {
+			t.Errorf("Run returned: %v", err)
+		}
+		r.done <- err
+	}()
 	return r
 }
 
@@ -490,3 +507,11 @@ func (l *logBuffer) count(substr string) int {
 	defer l.mu.Unlock()
 	return strings.Count(l.b.String(), substr)
 }
+
+// testLogLevel is raised to Debug when KS_TEST_DEBUG is set.
+var testLogLevel = func() zerolog.Level {
+	if os.Getenv("KS_TEST_DEBUG") != "" {
+		return zerolog.DebugLevel
+	}
+	return zerolog.WarnLevel
+}()

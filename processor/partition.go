@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
@@ -41,6 +42,10 @@ type worker struct {
 	lastCkpt          time.Time
 	lastUpdated       *slot
 	restored          bool
+	lagGauge          prometheus.Gauge
+	onDiskGauge       prometheus.Gauge
+	hard              context.Context // cancelled a bounded time after the worker's context
+	lost              bool            // an output was given up: no checkpoint may pass it
 
 	kbuf    []byte
 	scores  []scored
@@ -135,9 +140,14 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	w.pend.load(entries)
 	w.p.c.pending.Add(int64(len(entries)))
 	w.cache = newLearnerCache(w.part, cfg.Model, w.store, cfg.MaxLearners, &w.p.c.inMemory)
-	if n, err := w.store.CountLearners(w.part); err == nil {
-		w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part)).Set(float64(n))
+	n, err := w.store.CountLearners(w.part)
+	if err != nil {
+		return err
 	}
+	w.cache.onDisk = n
+	w.onDiskGauge = w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part))
+	w.onDiskGauge.Set(float64(n))
+	w.lagGauge = w.p.m.lag.WithLabelValues(strconv.Itoa(w.part))
 	w.log.Info().Int64("next_offset", w.nextIn).Int64("group_offset", groupIn).Int64("emit_from", w.emitFrom).
 		Int("pending", len(entries)).Bool("checkpoint", ok).Msg("partition restored")
 	return nil
@@ -154,8 +164,44 @@ func (w *worker) newReader(topic string, offset int64, rl *readerLog) *kafka.Rea
 	return r
 }
 
-// fetch pumps a reader into ch until ctx ends.
-func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- kafka.Message) {
+// fetched is what a fetcher hands the worker: a message, or (status) the
+// reader's initial position relative to the high-water mark.
+type fetched struct {
+	msg      kafka.Message
+	status   bool
+	caughtUp bool
+}
+
+// fetch pumps a reader into ch until ctx ends. With status, it first
+// reports whether the reader starts caught up (ReadLag == 0), which the
+// merge of input and labels needs before the first message.
+func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- fetched, status bool) {
+	send := func(f fetched) bool {
+		select {
+		case ch <- f:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for delay := 100 * time.Millisecond; status; delay = min(2*delay, 5*time.Second) {
+		lag, err := r.ReadLag(ctx)
+		if err == nil {
+			if !send(fetched{status: true, caughtUp: lag <= 0}) {
+				return
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		rl.Printf("read lag: %v", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
 	for {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
@@ -171,9 +217,7 @@ func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- kafka.
 			continue
 		}
 		rl.ok()
-		select {
-		case ch <- m:
-		case <-ctx.Done():
+		if !send(fetched{msg: m}) {
 			return
 		}
 	}
@@ -181,84 +225,126 @@ func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- kafka.
 
 // merger yields input and labels records in a deterministic order when
 // both are available: by Kafka timestamp, input first on ties. When one side
-// has nothing buffered it waits for it unless that side is caught up with
-// its high-water mark (or silent for mergeIdle), so an idle labels topic
-// never stalls predictions.
+// has nothing buffered, the worker waits for it unless that side is caught
+// up (its last record was at the high-water mark, or it started with no lag),
+// so an idle labels topic never stalls predictions. The order depends on
+// timing only when a side is caught up and then receives records older than
+// the other side's head (late labels); docs/pipeline.md says so.
 type merger struct {
-	in, lab         <-chan kafka.Message
+	in, lab         <-chan fetched
 	headIn, headLab *kafka.Message
 	inCaught        bool
 	labCaught       bool
 }
 
-const mergeIdle = 50 * time.Millisecond
+// receive records f as the head of its side (or its status).
+func (m *merger) receive(f fetched, lab bool) {
+	head, caught := &m.headIn, &m.inCaught
+	if lab {
+		head, caught = &m.headLab, &m.labCaught
+	}
+	if f.status {
+		*caught = f.caughtUp
+		return
+	}
+	msg := f.msg
+	*head = &msg
+	*caught = msg.Offset+1 >= msg.HighWaterMark
+}
 
-func (m *merger) next(ctx context.Context) (kafka.Message, bool, error) {
+// next returns the next record and whether it comes from the labels topic;
+// ok is false when tick fired first.
+func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Message, lab, ok bool, err error) {
 	if m.lab == nil {
 		select {
-		case msg := <-m.in:
-			return msg, false, nil
+		case f := <-m.in:
+			return f.msg, false, true, nil
 		case <-ctx.Done():
-			return kafka.Message{}, false, ctx.Err()
+			return kafka.Message{}, false, false, ctx.Err()
+		case <-tick:
+			return kafka.Message{}, false, false, nil
 		}
 	}
 	for {
 		if m.headIn == nil {
 			select {
-			case msg := <-m.in:
-				m.headIn = &msg
-				m.inCaught = msg.Offset+1 >= msg.HighWaterMark
+			case f := <-m.in:
+				m.receive(f, false)
 			default:
 			}
 		}
 		if m.headLab == nil {
 			select {
-			case msg := <-m.lab:
-				m.headLab = &msg
-				m.labCaught = msg.Offset+1 >= msg.HighWaterMark
+			case f := <-m.lab:
+				m.receive(f, true)
 			default:
 			}
 		}
-		takeIn := func() (kafka.Message, bool, error) { msg := *m.headIn; m.headIn = nil; return msg, false, nil }
-		takeLab := func() (kafka.Message, bool, error) { msg := *m.headLab; m.headLab = nil; return msg, true, nil }
 		switch {
 		case m.headIn != nil && m.headLab != nil:
 			if m.headLab.Time.Before(m.headIn.Time) {
-				return takeLab()
+				return m.take(true)
 			}
-			return takeIn()
+			return m.take(false)
 		case m.headIn != nil && m.labCaught:
-			return takeIn()
+			return m.take(false)
 		case m.headLab != nil && m.inCaught:
-			return takeLab()
+			return m.take(true)
 		}
-		idle := time.NewTimer(mergeIdle)
+		in, lab := m.in, m.lab
+		if m.headIn != nil {
+			in = nil // wait for the other side only
+		}
+		if m.headLab != nil {
+			lab = nil
+		}
 		select {
 		case <-ctx.Done():
-			idle.Stop()
-			return kafka.Message{}, false, ctx.Err()
-		case msg := <-m.in:
-			m.headIn = &msg
-			m.inCaught = msg.Offset+1 >= msg.HighWaterMark
-		case msg := <-m.lab:
-			m.headLab = &msg
-			m.labCaught = msg.Offset+1 >= msg.HighWaterMark
-		case <-idle.C:
-			if m.headIn == nil {
-				m.inCaught = true
-			}
-			if m.headLab == nil {
-				m.labCaught = true
-			}
+			return kafka.Message{}, false, false, ctx.Err()
+		case <-tick:
+			return kafka.Message{}, false, false, nil
+		case f := <-in:
+			m.receive(f, false)
+		case f := <-lab:
+			m.receive(f, true)
 		}
-		idle.Stop()
 	}
+}
+
+func (m *merger) take(lab bool) (kafka.Message, bool, bool, error) {
+	head := &m.headIn
+	if lab {
+		head = &m.headLab
+	}
+	msg := **head
+	*head = nil
+	return msg, lab, true, nil
 }
 
 // run restores the partition, processes records until ctx ends, then
 // checkpoints and commits. It returns an error only when the store fails.
 func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupLab int64) error {
 	defer w.p.setAssigned(w.part, false)
+	// On shutdown the grace period bounds the final emission and
+	// checkpoint; on revoke the session timeout does (after it the
+	// partition belongs to someone else anyway).
+	bound := min(w.cfg.ShutdownGrace, w.cfg.SessionTimeout)
+	hard, hardCancel := context.WithCancel(context.Background())
+	defer hardCancel()
+	w.hard = hard
+	go func() {
+		select {
+		case <-ctx.Done():
+			t := time.NewTimer(bound)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				hardCancel()
+			case <-hard.Done():
+			}
+		case <-hard.Done():
+		}
+	}()
 	if err := w.restore(groupIn, groupLab); err != nil {
 		return fmt.Errorf("%w: restore partition %d: %w", errStoreFailed, w.part, err)
 	}
@@ -276,15 +362,15 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	rlIn := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.InputTopic)}
 	inR := w.newReader(w.cfg.InputTopic, w.nextIn, rlIn)
 	defer inR.Close()
-	inCh := make(chan kafka.Message, 256)
-	go fetch(fctx, inR, rlIn, inCh)
+	inCh := make(chan fetched, 256)
+	go fetch(fctx, inR, rlIn, inCh, w.cfg.LabelsTopic != "")
 	m := &merger{in: inCh}
 	if w.cfg.LabelsTopic != "" {
 		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
 		labR := w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
 		defer labR.Close()
-		labCh := make(chan kafka.Message, 256)
-		go fetch(fctx, labR, rlLab, labCh)
+		labCh := make(chan fetched, 256)
+		go fetch(fctx, labR, rlLab, labCh, true)
 		m.lab = labCh
 	}
 	w.markRestored()
@@ -313,16 +399,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 		}
 	}
-	// Revoked or shutting down: checkpoint what was processed. On shutdown
-	// the grace period bounds it; on revoke the session timeout does (after
-	// it the partition belongs to someone else anyway).
-	bound := w.cfg.ShutdownGrace
-	if w.p.cfg.SessionTimeout < bound {
-		bound = w.p.cfg.SessionTimeout
-	}
-	cctx, ccancel := context.WithTimeout(context.Background(), bound)
-	defer ccancel()
-	if err := w.checkpoint(cctx, gen); err != nil {
+	// Revoked or shutting down: checkpoint what was processed, within the
+	// hard deadline.
+	if err := w.checkpoint(w.hard, gen); err != nil {
 		if errors.Is(err, errStoreFailed) {
 			return err
 		}
@@ -331,38 +410,12 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	return nil
 }
 
+// nextOrTick returns the next record, or nil when tick fires first (so that
+// an idle partition still checkpoints on time).
 func (w *worker) nextOrTick(ctx context.Context, m *merger, tick <-chan time.Time) (*kafka.Message, bool, error) {
-	type res struct {
-		msg kafka.Message
-		lab bool
-		err error
-	}
-	// fast path: a message is usually ready
-	if m.lab == nil {
-		select {
-		case msg := <-m.in:
-			return &msg, false, nil
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		case <-tick:
-			return nil, false, nil
-		}
-	}
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-tick:
-			cancel()
-		case <-tctx.Done():
-		}
-	}()
-	msg, lab, err := m.next(tctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, false, err
-		}
-		return nil, false, nil
+	msg, lab, ok, err := m.next(ctx, tick)
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	return &msg, lab, nil
 }
@@ -384,6 +437,9 @@ func (w *worker) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 		return nil
 	}
 	start := time.Now()
+	if w.lost {
+		return errors.New("an output was given up; the records since the last checkpoint will be replayed")
+	}
 	if err := w.em.waitAcked(ctx, w.seq); err != nil {
 		return fmt.Errorf("waiting for output acknowledgements: %w", err)
 	}
@@ -423,11 +479,7 @@ func (w *worker) checkpoint(ctx context.Context, gen *kafka.Generation) error {
 			w.p.m.setKernelWeights(w.part, kw.KernelWeights())
 		}
 	}
-	if len(learners) > 0 {
-		if n, err := w.store.CountLearners(w.part); err == nil {
-			w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part)).Set(float64(n))
-		}
-	}
+	w.onDiskGauge.Set(float64(w.cache.onDisk))
 	w.p.m.checkpointDur.Observe(time.Since(start).Seconds())
 	return nil
 }
@@ -444,7 +496,7 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			c.replayed.Add(1)
 		}
 		w.nextIn = msg.Offset + 1
-		w.p.m.lag.WithLabelValues(strconv.Itoa(w.part)).Set(float64(max(msg.HighWaterMark-w.nextIn, 0)))
+		w.lagGauge.Set(float64(max(msg.HighWaterMark-w.nextIn, 0)))
 		defer w.markRestored()
 	}
 	if len(msg.Value) > w.cfg.MaxValueBytes {
@@ -652,14 +704,19 @@ func (w *worker) send(ctx context.Context, in *kafka.Message, out *prediction) e
 	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value}, input: in.Time, output: true})
 }
 
-func (w *worker) enqueue(ctx context.Context, m outMsg) error {
+// enqueue hands m to the emitter. It gives up only at the hard deadline
+// (the record in hand at shutdown is still emitted); a message given up
+// makes the final checkpoint impossible, so the records since the last one
+// are replayed by the next owner.
+func (w *worker) enqueue(_ context.Context, m outMsg) error {
 	w.seq++
 	m.seq = w.seq
 	select {
 	case w.em.ch <- m:
 		return nil
-	case <-ctx.Done():
-		return ctx.Err() // the checkpoint cannot pass this seq: replayed later
+	case <-w.hard.Done():
+		w.lost = true
+		return w.hard.Err()
 	}
 }
 

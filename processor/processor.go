@@ -138,6 +138,19 @@ func (p *Processor) Run(ctx context.Context) error {
 	if cfg.LabelsTopic != "" {
 		topics = append(topics, cfg.LabelsTopic)
 	}
+	// Tell a sticky balancer which partitions' state is on this disk: those
+	// of the last generation this member took part in.
+	if held, err := store.Held(); err == nil && len(held) > 0 {
+		claims := map[string][]int{}
+		for _, t := range topics {
+			claims[t] = held
+		}
+		for _, b := range cfg.GroupBalancers {
+			if r, ok := b.(interface{ SetRestored(map[string][]int) }); ok {
+				r.SetRestored(claims)
+			}
+		}
+	}
 	start := kafka.FirstOffset
 	if cfg.StartOffset == "latest" {
 		start = kafka.LastOffset
@@ -150,7 +163,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		ID: cfg.Group, Brokers: cfg.Brokers, Dialer: cfg.Dialer, Topics: topics,
 		GroupBalancers: balancers, HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
 		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: 200 * time.Millisecond, StartOffset: start,
-		Timeout: 5 * time.Second, RetentionTime: -1,
+		Timeout:     5 * time.Second,
+		Logger:      kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug().Str("client", "kafka-go").Msgf(f, a...) }),
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug().Str("client", "kafka-go").Msgf(f, a...) }),
 	})
 	if err != nil {
 		return fmt.Errorf("processor: consumer group: %w", err)
@@ -216,6 +231,16 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 		ids[i] = a.ID
 	}
 	p.log.Info().Int32("generation", gen.ID).Str("member", gen.MemberID).Ints("partitions", ids).Msg("assigned")
+	for _, b := range cfg.GroupBalancers {
+		if o, ok := b.(interface {
+			SetOwnedAssignments(map[string][]kafka.PartitionAssignment)
+		}); ok {
+			o.SetOwnedAssignments(gen.Assignments)
+		}
+	}
+	if err := store.SetHeld(ids); err != nil {
+		return fmt.Errorf("%w: %w", errStoreFailed, err)
+	}
 
 	result := make(chan error, 1)
 	release := make(chan struct{})

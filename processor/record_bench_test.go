@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -25,6 +26,39 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				if _, err := d.decode(value); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeEncodingJSON is the reflection-based alternative, for
+// comparison with BenchmarkDecode (same records).
+func BenchmarkDecodeEncodingJSON(b *testing.B) {
+	for _, dim := range []int{8, 64} {
+		var sb strings.Builder
+		sb.WriteString(`{"id":"user-123-0042","x":[`)
+		for i := 0; i < dim; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "%.6f", 0.123456*float64(i%7)-0.4)
+		}
+		sb.WriteString(`],"y":0.75,"ts":1700000000123}`)
+		value := []byte(sb.String())
+		b.Run(fmt.Sprintf("d=%d", dim), func(b *testing.B) {
+			var v struct {
+				ID json.RawMessage `json:"id"`
+				X  []float64       `json:"x"`
+				Y  *float64        `json:"y"`
+				Ts *int64          `json:"ts"`
+			}
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				v.X = v.X[:0]
+				if err := json.Unmarshal(value, &v); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -22,9 +22,11 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +56,8 @@ type options struct {
 	dir                 string
 	skipRelay           bool
 	skipProcessor       bool
+	cpMaxRecords        int
+	cpInterval          time.Duration
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -68,8 +72,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.dir, "dir", "", "checkpoint directory (default: a temporary one)")
 	fs.BoolVar(&o.skipRelay, "skip-relay", false, "measure kernelstream only")
 	fs.BoolVar(&o.skipProcessor, "skip-processor", false, "measure the relay only")
+	fs.IntVar(&o.cpMaxRecords, "checkpoint-max-records", config.Default().Checkpoint.MaxRecords, "kernelstream's checkpoint.max_records")
+	fs.DurationVar(&o.cpInterval, "checkpoint-interval", config.Default().Checkpoint.Interval, "kernelstream's checkpoint.interval")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (broker included) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var err error
 	if o.spec, err = models.ParseSpec(*spec); err != nil {
@@ -96,6 +114,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	type row struct {
 		name           string
 		tput           float64
+		cpuPerRecord   float64
 		p50, p99, pmax float64
 		latN           int
 	}
@@ -126,16 +145,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if _, err := produce(ctx, b.Addrs(), tIn, o, o.n, 0); err != nil {
 			return err
 		}
+		cpu0 := cpuTime()
 		stop, err := pl.start(ctx, tIn, tOut)
 		if err != nil {
 			return err
 		}
-		msgs, err := waitOutputs(ctx, b.Addrs(), tOut, o.partitions, o.n, 5*time.Minute)
+		err = waitCount(ctx, b.Addrs(), tOut, o.partitions, o.n, 5*time.Minute)
+		cpu := cpuTime() - cpu0
 		if err := errors.Join(err, stop()); err != nil {
 			return err
 		}
-		r := row{name: pl.name, tput: throughput(msgs)}
-		fmt.Fprintf(stderr, "   throughput: %d records at %.0f records/s\n", len(msgs), r.tput)
+		msgs, err := broker.ReadAll(ctx, b.Addrs(), tOut)
+		if err != nil {
+			return err
+		}
+		r := row{name: pl.name, tput: throughput(msgs), cpuPerRecord: cpu.Seconds() / float64(o.n) * 1e6}
+		fmt.Fprintf(stderr, "   throughput: %d records at %.0f records/s, %.1f CPU-us/record\n", len(msgs), r.tput, r.cpuPerRecord)
 
 		// Latency at a fixed rate, the pipeline warmed up and ready.
 		stop, err = pl.start(ctx, lIn, lOut)
@@ -148,8 +173,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		msgs, err = waitOutputs(ctx, b.Addrs(), lOut, o.partitions, nLat, time.Minute)
+		err = waitCount(ctx, b.Addrs(), lOut, o.partitions, nLat, time.Minute)
 		if err := errors.Join(err, stop()); err != nil {
+			return err
+		}
+		if msgs, err = broker.ReadAll(ctx, b.Addrs(), lOut); err != nil {
 			return err
 		}
 		lat := latencies(msgs, inTimes)
@@ -161,10 +189,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d keys, %d records (throughput), %.0f records/s for %.0f s (latency), GOMAXPROCS %d\n\n",
 		o.partitions, o.keys, o.n, o.rate, o.latencySeconds, runtime.GOMAXPROCS(0))
-	fmt.Fprintln(stdout, "| pipeline | records/s | p50 latency (ms) | p99 latency (ms) | max latency (ms) |")
-	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|")
+	fmt.Fprintln(stdout, "| pipeline | records/s | CPU-us/record | p50 latency (ms) | p99 latency (ms) | max latency (ms) |")
+	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "| %s | %.0f | %.1f | %.1f | %.1f |\n", r.name, r.tput, r.p50, r.p99, r.pmax)
+		fmt.Fprintf(stdout, "| %s | %.0f | %.1f | %.1f | %.1f | %.1f |\n", r.name, r.tput, r.cpuPerRecord, r.p50, r.p99, r.pmax)
 	}
 	if len(rows) == 2 && rows[0].tput > 0 {
 		fmt.Fprintf(stdout, "\nkernelstream / relay throughput: %.2f (target >= 0.5); kernelstream p99 %.1f ms (target < 50 ms)\n", rows[1].tput/rows[0].tput, rows[1].p99)
@@ -207,31 +235,43 @@ func recordID(v []byte) string {
 	return r.ID
 }
 
-// waitOutputs waits until topic holds want messages, then reads them all.
-func waitOutputs(ctx context.Context, addrs []string, topic string, partitions, want int, limit time.Duration) ([]kafka.Message, error) {
+// waitCount waits until topic holds want messages.
+func waitCount(ctx context.Context, addrs []string, topic string, partitions, want int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		var sum int64
 		for p := 0; p < partitions; p++ {
 			c, err := kafka.DialLeader(ctx, "tcp", addrs[0], topic, p)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			end, err := c.ReadLastOffset()
 			c.Close()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			sum += end
 		}
 		if sum >= int64(want) {
-			return broker.ReadAll(ctx, addrs, topic)
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s: %d of %d outputs after %v", topic, sum, want, limit)
+			return fmt.Errorf("%s: %d of %d outputs after %v", topic, sum, want, limit)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// cpuTime is the CPU time (user + system) this process has used: broker,
+// pipeline and the benchmark's polling together. Per record it is a measure
+// of cost that, unlike records/s, does not depend on how much of the machine
+// the process got.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func throughput(msgs []kafka.Message) float64 {
@@ -295,6 +335,7 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 	cfg.Kafka.InstanceID = "bench"
 	cfg.Model = o.spec
 	cfg.Checkpoint.Dir = fmt.Sprintf("%s/run-%d", o.dir, runSeq)
+	cfg.Checkpoint.MaxRecords, cfg.Checkpoint.Interval = o.cpMaxRecords, o.cpInterval
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

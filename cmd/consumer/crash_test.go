@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ const (
 	crashPartitions = 4
 	crashFeatures   = 50000 // + 50000 delayed labels = a 100k-record stream
 	crashKeys       = 8
+	crashGrace      = 15 * time.Second // shutdown.grace of fmtConfig: SIGTERM must exit 0 within it
 )
 
 // TestCrashSafety is the reliability contract of DESIGN.md: the consumer
@@ -76,7 +78,7 @@ func TestCrashSafety(t *testing.T) {
 		defer close(refDone)
 		p := refProc
 		waitCaughtUp(ctx, t, addr, "ref", p)
-		if code := p.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
 			t.Errorf("reference run: exit %d after SIGTERM; log tail:\n%s", code, tail(p.log, 3000))
 		}
 	}()
@@ -116,7 +118,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 	p = startConsumer(t, crashCfg, crashLog)
 	waitCaughtUp(ctx, t, addr, "crash", p)
-	if code := p.stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+	if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
 		t.Errorf("final run: exit %d after SIGTERM; log tail:\n%s", code, tail(crashLog, 3000))
 	}
 	<-refDone
@@ -141,6 +143,18 @@ func TestCrashSafety(t *testing.T) {
 		if _, ok := ref[key]; !ok {
 			t.Errorf("learner %s exists only after the crashes", key)
 		}
+	}
+
+	// The operator's view of the same comparison: consumer -dump-state.
+	var refDump, crashDump, errOut capture
+	if code := run([]string{"-dump-state", refDir, "-dump-partitions", "4"}, &refDump, &errOut); code != 0 {
+		t.Fatalf("-dump-state: exit %d: %s", code, errOut.String())
+	}
+	if code := run([]string{"-dump-state", crashDir, "-dump-partitions", "4"}, &crashDump, &errOut); code != 0 {
+		t.Fatalf("-dump-state: exit %d: %s", code, errOut.String())
+	}
+	if lines := strings.Count(refDump.String(), "\n"); lines != crashKeys || refDump.String() != crashDump.String() {
+		t.Errorf("-dump-state: %d lines; reference:\n%s\ncrashed:\n%s", lines, refDump.String(), crashDump.String())
 	}
 
 	msgs, err := broker.ReadAll(ctx, b.Addrs(), "out-crash")

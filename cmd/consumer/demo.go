@@ -45,7 +45,7 @@ func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&d.records, "demo-records", 0, "stop after this many feature records are predicted and learned (0 = run until Ctrl-C)")
 	fs.IntVar(&d.keys, "demo-keys", 6, "routing keys of the synthetic stream")
 	fs.Float64Var(&d.rate, "demo-rate", 2000, "feature records per second fed to the broker (0 = as fast as possible)")
-	fs.StringVar(&d.models, "demo-models", "aogd-ald,kogd", "comma-separated algorithms, one consumer group each; the first writes to topic predictions, the others to predictions.<algorithm>")
+	fs.StringVar(&d.models, "demo-models", "aogd-ald,nons-ald,fogd", "comma-separated algorithms, one consumer group each; the first writes to topic predictions, the others to predictions.<algorithm>")
 	fs.StringVar(&d.dir, "demo-dir", "", "checkpoint directory of the demo (default: a temporary directory, removed at exit)")
 	fs.StringVar(&d.httpAddr, "demo-http", "127.0.0.1:8080", "HTTP address of the first model's /metrics /healthz /readyz (empty = none)")
 	fs.StringVar(&d.logLevel, "demo-log-level", "warn", "log level of the demo's consumers")
@@ -62,9 +62,19 @@ const (
 )
 
 // demoSpec is the model of algorithm alg in the demo: the synthetic stream's
-// dimension, a Gaussian kernel of width 1, the algorithm's default params.
+// dimension, a Gaussian kernel of width 1, the algorithm's default params,
+// and the square loss when the algorithm has it (the stream is a regression
+// one; some algorithms default to a classification loss).
 func demoSpec(alg string) models.Spec {
-	return models.Spec{Algorithm: alg, Dim: demoDim, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1}, Seed: 1}
+	spec := models.Spec{Algorithm: alg, Dim: demoDim, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1}, Seed: 1}
+	if a, ok := models.Lookup(alg); ok {
+		for _, l := range a.Losses {
+			if l == "square" {
+				spec.Loss = "square"
+			}
+		}
+	}
+	return spec
 }
 
 // demoOutputTopic: the first model writes to "predictions".

@@ -41,7 +41,10 @@ func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 		if err != nil {
 			return fmt.Errorf("http.addr: %w", err)
 		}
-		srv = &http.Server{Handler: handler(reg, p.Ready), ReadHeaderTimeout: 5 * time.Second}
+		// Not ready once shutting down: Kubernetes stops routing to a pod
+		// that is leaving.
+		ready := func() bool { return ctx.Err() == nil && p.Ready() }
+		srv = &http.Server{Handler: handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error().Err(err).Str("addr", cfg.HTTP.Addr).Msg("http server failed")

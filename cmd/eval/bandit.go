@@ -19,6 +19,16 @@ type banditResult struct {
 	Dictionary int     `json:"dictionary"`
 }
 
+// newEnv draws the environment named env ("gp[:options]", banditenv.Parse).
+func newEnv(env string, kern models.Kernel, arms, dim int, seed uint64) (*banditenv.Env, error) {
+	cfg, err := banditenv.Parse(env)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Arms, cfg.Dim = arms, dim
+	return banditenv.New(kern, cfg, seed)
+}
+
 // banditKey is the routing key the bandit learner is built for, so the
 // learner's PRNG seed is KeySeed(spec.seed, "bandit-<seed>"): each -seed gets
 // its own environment and its own learner randomness.
@@ -32,16 +42,11 @@ func banditKey(seed uint64) string { return "bandit-" + strconv.FormatUint(seed,
 // seconds is the time of the rounds only; dictionary is the learner's Size()
 // at the end (BKB: inducing points; GP-UCB: t).
 func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64) (banditResult, error) {
-	cfg, err := banditenv.Parse(env)
-	if err != nil {
-		return banditResult{}, err
-	}
-	cfg.Arms, cfg.Dim = arms, dim
 	kern, err := spec.Kernel.Build()
 	if err != nil {
 		return banditResult{}, err
 	}
-	e, err := banditenv.New(kern, cfg, seed)
+	e, err := newEnv(env, kern, arms, dim, seed)
 	if err != nil {
 		return banditResult{}, err
 	}

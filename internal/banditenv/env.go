@@ -90,6 +90,9 @@ type Env struct {
 	means []float64
 	best  float64
 	noise float64
+	// f = sum_i coef[i] k(centers[i], .), kept for tests and inspection.
+	centers [][]float64
+	coef    []float64
 }
 
 // New draws an environment for kernel k from seed.
@@ -135,12 +138,16 @@ func New(k models.Kernel, c Config, seed uint64) (*Env, error) {
 		return nil, fmt.Errorf("bandit environment: degenerate reward function (||f||^2 = %g)", norm2)
 	}
 	scale := c.Norm / math.Sqrt(norm2)
+	for i := range coef {
+		coef[i] *= scale
+	}
+	e.centers, e.coef = z, coef
 	e.means = make([]float64, c.Arms)
 	e.best = math.Inf(-1)
 	for a, x := range e.arms {
 		f := 0.0
 		for i := range z {
-			f += scale * coef[i] * k.Eval(z[i], x)
+			f += coef[i] * k.Eval(z[i], x)
 		}
 		e.means[a] = f
 		e.best = math.Max(e.best, f)

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kernelstream/kernelstream/models"
+)
+
+func mustSpec(t *testing.T, s string) models.Spec {
+	t.Helper()
+	spec, err := models.ParseSpec(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestRunBanditSmallPrefix is a quick quality check on a small problem:
+// both learners beat uniform play by far, are deterministic, and BKB with a
+// large qbar (every pulled arm an inducing point) plays exactly GP-UCB.
+func TestRunBanditSmallPrefix(t *testing.T) {
+	const arms, dim, rounds = 30, 3, 300
+	gp := mustSpec(t, `{"algorithm":"gp-ucb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"beta":2}}`)
+	bkbExact := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"beta":2,"qbar":1e9}}`)
+	bkb := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"beta":2,"qbar":4}}`)
+	for seed := uint64(1); seed <= 2; seed++ {
+		g, err := runBandit("gp", gp, arms, dim, rounds, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := runBandit("gp", bkbExact, arms, dim, rounds, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := runBandit("gp", bkb, arms, dim, rounds, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b2, _ := runBandit("gp", bkb, arms, dim, rounds, seed)
+		uniform := uniformRegret(t, gp, arms, dim, seed) * rounds
+		t.Logf("seed %d: gp-ucb %.3f, bkb(qbar=1e9) %.3f, bkb(qbar=4) %.3f (m=%d), uniform %.3f", seed, g.Regret, e.Regret, b.Regret, b.Dictionary, uniform)
+		if g.Regret != e.Regret {
+			t.Errorf("seed %d: bkb with every pulled arm in S (%v) differs from gp-ucb (%v)", seed, e.Regret, g.Regret)
+		}
+		if b.Regret != b2.Regret || b.Dictionary != b2.Dictionary {
+			t.Errorf("seed %d: bkb not deterministic", seed)
+		}
+		if g.Regret > 0.2*uniform || b.Regret > 0.3*uniform {
+			t.Errorf("seed %d: regret too large vs uniform play %v: gp %v bkb %v", seed, uniform, g.Regret, b.Regret)
+		}
+		if b.Dictionary < 1 || b.Dictionary >= rounds/4 || g.Dictionary != rounds || b.Rounds != rounds || b.Algorithm != "bkb" {
+			t.Errorf("seed %d: result fields %+v %+v", seed, g, b)
+		}
+	}
+}
+
+// uniformRegret is the expected per-round regret of choosing arms uniformly.
+func uniformRegret(t *testing.T, spec models.Spec, arms, dim int, seed uint64) float64 {
+	t.Helper()
+	k, _ := spec.Kernel.Build()
+	e, err := newEnv("gp", k, arms, dim, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 0.0
+	for a := 0; a < arms; a++ {
+		s += e.Regret(a)
+	}
+	return s / float64(arms)
+}
+
+func TestRunBanditErrors(t *testing.T) {
+	bkb := mustSpec(t, `{"algorithm":"bkb","dim":2}`)
+	cases := []struct {
+		env  string
+		spec models.Spec
+		want string
+	}{
+		{"nope", bkb, "unknown bandit environment"},
+		{"gp:noise=x", bkb, "noise"},
+		{"gp:color=1", bkb, "unknown bandit environment option"},
+		{"gp", mustSpec(t, `{"algorithm":"kogd","dim":2}`), "not a bandit"},
+		{"gp", mustSpec(t, `{"algorithm":"gp-ucb","dim":2,"params":{"max_rounds":5}}`), "max_rounds"},
+	}
+	for _, c := range cases {
+		_, err := runBandit(c.env, c.spec, 5, 2, 10, 1)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: err = %v, want %q", c.env, c.spec.Algorithm, err, c.want)
+		}
+	}
+	if _, err := runBandit("gp:noise=0.05,norm=2,centers=5", bkb, 5, 2, 10, 1); err != nil {
+		t.Errorf("environment options: %v", err)
+	}
+}

@@ -1,0 +1,267 @@
+package models
+
+import (
+	"math"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// pullSequence is a fixed stream of (arm, reward) pulls concentrated on a few
+// arms, like a bandit's, but independent of any learner.
+func pullSequence(r *Rand, arms [][]float64, n int) (xs [][]float64, ys []float64) {
+	for i := 0; i < n; i++ {
+		a := r.Intn(len(arms))
+		if r.Float64() < 0.6 {
+			a = r.Intn(5)
+		}
+		xs = append(xs, arms[a])
+		ys = append(ys, testReward(arms[a], r))
+	}
+	return xs, ys
+}
+
+// TestBKBConvergesToGPUCB feeds the same pulls to BKB with growing qbar and
+// checks that its posterior mean and variance approach the exact GP's, ending
+// exact once every pulled arm is an inducing point.
+func TestBKBConvergesToGPUCB(t *testing.T) {
+	const lambda = 0.01
+	r := NewRand(21)
+	arms := testArms(r, 40, 3)
+	xs, ys := pullSequence(r, arms, 150)
+	k := NewGaussian(1)
+	mu, s2 := directGP(k, xs, ys, lambda, arms)
+	qbars := []float64{1, 3, 10, 30, 1e9}
+	errMu := make([]float64, len(qbars))
+	errVar := make([]float64, len(qbars))
+	const keys = 8
+	for qi, q := range qbars {
+		for key := 0; key < keys; key++ {
+			b := newBandit(t, banditSpec("bkb", 3, 1, map[string]any{"xi": 0.1, "qbar": q}), string(rune('a'+key)))
+			for i := range xs {
+				if err := b.Observe(xs[i], ys[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			em, ev := 0.0, 0.0
+			for j, a := range arms {
+				p := b.Predict(a)
+				em = math.Max(em, math.Abs(p.Value-mu[j]))
+				ev = math.Max(ev, math.Abs(p.Std*p.Std-s2[j]))
+			}
+			errMu[qi] += em / keys
+			errVar[qi] += ev / keys
+		}
+	}
+	t.Logf("qbar %v: max |mu~ - mu| %v, max |lambda sigma~^2 - sigma^2| %v", qbars, errMu, errVar)
+	last := len(qbars) - 1
+	if errMu[last] > 1e-8 || errVar[last] > 1e-8 {
+		t.Fatalf("with every pulled arm in S BKB must be exact: errors %g %g", errMu[last], errVar[last])
+	}
+	if errMu[0] < 100*errMu[last] || errVar[0] < 100*errVar[last] {
+		t.Fatalf("qbar = 1 should be a coarse approximation: %v %v", errMu, errVar)
+	}
+	for i := 1; i < len(qbars); i++ {
+		if errMu[i] > 1.1*errMu[i-1]+1e-9 || errVar[i] > 1.1*errVar[i-1]+1e-9 {
+			t.Fatalf("errors do not shrink with qbar: mu %v var %v", errMu, errVar)
+		}
+	}
+}
+
+// TestBKBPosteriorIsDTC checks the incremental posterior against a dense
+// evaluation of eq. (4) for BKB's own dictionary S (the DTC form with
+// H = K_SU C K_US + lambda K_SS):
+//
+//	mu~ = k_S' H^{-1} K_SU ysum,  sigma~^2 = (k - k_S' K_SS^{-1} k_S)/lambda + k_S' H^{-1} k_S.
+func TestBKBPosteriorIsDTC(t *testing.T) {
+	const lambda = 0.04
+	r := NewRand(5)
+	arms := testArms(r, 30, 2)
+	for _, q := range []float64{2, 8} {
+		b := newBandit(t, banditSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "qbar": q}), "k").(*BKB)
+		xs, ys := pullSequence(r, arms, 300)
+		for i := range xs {
+			if err := b.Observe(xs[i], ys[i]); err != nil {
+				t.Fatal(err)
+			}
+			if i%50 != 49 {
+				continue
+			}
+			sel, u := b.cur.sel, len(b.cnt)
+			m := len(sel)
+			kss := mat.NewSymDense(m, nil)
+			ksu := mat.NewDense(m, u, nil)
+			for a := 0; a < m; a++ {
+				for c := 0; c < m; c++ {
+					kss.SetSym(a, c, b.kern.Eval(b.point(sel[a]), b.point(sel[c])))
+				}
+				for i := 0; i < u; i++ {
+					ksu.Set(a, i, b.kern.Eval(b.point(sel[a]), b.point(i)))
+				}
+			}
+			h := mat.NewDense(m, m, nil)
+			for a := 0; a < m; a++ {
+				for c := 0; c < m; c++ {
+					s := lambda * kss.At(a, c)
+					for i := 0; i < u; i++ {
+						s += ksu.At(a, i) * float64(b.cnt[i]) * ksu.At(c, i)
+					}
+					h.Set(a, c, s)
+				}
+			}
+			rhs := mat.NewVecDense(m, nil)
+			for a := 0; a < m; a++ {
+				s := 0.0
+				for i := 0; i < u; i++ {
+					s += ksu.At(a, i) * b.ysum[i]
+				}
+				rhs.SetVec(a, s)
+			}
+			var wH mat.VecDense
+			if err := wH.SolveVec(h, rhs); err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range arms {
+				ks := mat.NewVecDense(m, nil)
+				for a := 0; a < m; a++ {
+					ks.SetVec(a, b.kern.Eval(b.point(sel[a]), x))
+				}
+				var g1, g2 mat.VecDense
+				if err := g1.SolveVec(kss, ks); err != nil {
+					t.Fatal(err)
+				}
+				if err := g2.SolveVec(h, ks); err != nil {
+					t.Fatal(err)
+				}
+				wantMu := mat.Dot(ks, &wH)
+				wantS2 := (1-mat.Dot(ks, &g1))/lambda + mat.Dot(ks, &g2)
+				gotMu, gotS2 := b.posterior(x)
+				if math.Abs(gotMu-wantMu) > 1e-6 || math.Abs(gotS2-wantS2) > 1e-6*math.Max(1, wantS2) {
+					t.Fatalf("qbar %g step %d m %d: got (%g, %g), want (%g, %g)", q, i, m, gotMu, gotS2, wantMu, wantS2)
+				}
+			}
+		}
+	}
+}
+
+// TestBKBNoVarianceStarvation: far from every inducing point the variance
+// stays the prior's (k(x,x) is never replaced by z'z, P2).
+func TestBKBNoVarianceStarvation(t *testing.T) {
+	b := newBandit(t, banditSpec("bkb", 2, 0.3, map[string]any{"xi": 0.1}), "k")
+	r := NewRand(1)
+	for i := 0; i < 50; i++ {
+		x := []float64{-1 + 0.2*r.Float64(), -1 + 0.2*r.Float64()}
+		if err := b.Observe(x, 1+0.1*r.Norm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	far := b.Predict([]float64{1, 1})
+	near := b.Predict([]float64{-0.9, -0.9})
+	if far.Std < 0.99 || math.Abs(far.Value) > 1e-6 {
+		t.Fatalf("far point: %+v, want the prior (mean 0, std 1)", far)
+	}
+	if near.Std > 0.1 || math.Abs(near.Value-1) > 0.1 {
+		t.Fatalf("near point: %+v, want a tight posterior around 1", near)
+	}
+}
+
+// TestBKBLargeQbarIsGPUCB: with every pulled arm kept, BKB is GP-UCB and
+// makes the same decisions.
+func TestBKBLargeQbarIsGPUCB(t *testing.T) {
+	r := NewRand(17)
+	arms := testArms(r, 30, 3)
+	params := map[string]any{"xi": 0.1, "beta": 2}
+	g := newBandit(t, banditSpec("gp-ucb", 3, 1, params), "k")
+	bp := map[string]any{"xi": 0.1, "beta": 2, "qbar": 1e9}
+	b := newBandit(t, banditSpec("bkb", 3, 1, bp), "k")
+	r1, r2 := *r, *r
+	dg := playBandit(t, g, arms, 150, &r1)
+	db := playBandit(t, b, arms, 150, &r2)
+	for i := range dg {
+		if dg[i].Arm != db[i].Arm || math.Abs(dg[i].Mean-db[i].Mean) > 1e-8 || math.Abs(dg[i].Std-db[i].Std) > 1e-8 {
+			t.Fatalf("round %d: gp-ucb %+v, bkb %+v", i, dg[i], db[i])
+		}
+	}
+}
+
+func TestBKBCaps(t *testing.T) {
+	r := NewRand(2)
+	arms := testArms(r, 20, 2)
+	b := newBandit(t, banditSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "max_history": 5, "max_budget": 3}), "k").(*BKB)
+	for i := 0; i < 200; i++ {
+		x := arms[i%20]
+		if i%3 == 0 {
+			x = arms[0] // arm 0 is the most pulled: never evicted
+		}
+		if err := b.Observe(x, testReward(x, r)); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.cnt) > 5 || len(b.dict) > 3 || b.Size() > 3 {
+			t.Fatalf("step %d: %d points, |S| = %d, size %d", i, len(b.cnt0), len(b.dict), b.Size())
+		}
+	}
+	if b.slotOf(arms[0]) < 0 {
+		t.Fatal("the most pulled arm was evicted")
+	}
+	if b.t != 200 {
+		t.Fatalf("t = %d", b.t)
+	}
+}
+
+// TestBKBRejectsInconsistentBlobs: blobs with a valid frame and checksum but
+// contents no BKB could have written are refused, leaving the learner as it was.
+func TestBKBRejectsInconsistentBlobs(t *testing.T) {
+	type blob struct {
+		t       int
+		pts     []float64
+		cnt0    []int
+		ysum0   []float64
+		dict0   []int
+		logSlot []int
+		logY    []float64
+		adds    []int
+	}
+	good := blob{t: 3, pts: []float64{0, 0, 1, 1}, cnt0: []int{2}, ysum0: []float64{1}, dict0: []int{0},
+		logSlot: []int{1}, logY: []float64{0.5}, adds: []int{1}}
+	write := func(v blob) []byte {
+		w := NewStateWriter(nil, "bkb", bkbStateVersion)
+		w.Int(2)
+		w.Int(v.t)
+		w.Floats(v.pts)
+		w.Ints(v.cnt0)
+		w.Floats(v.ysum0)
+		w.Ints(v.dict0)
+		w.Ints(v.logSlot)
+		w.Floats(v.logY)
+		w.Ints(v.adds)
+		w.Rand(NewRand(1))
+		return w.Finish()
+	}
+	spec := banditSpec("bkb", 2, 1, map[string]any{"xi": 0.1})
+	if err := newBandit(t, spec, "k").UnmarshalBinary(write(good)); err != nil {
+		t.Fatalf("consistent blob refused: %v", err)
+	}
+	bad := map[string]func(*blob){
+		"dict out of range":    func(v *blob) { v.dict0 = []int{1} },
+		"zero count":           func(v *blob) { v.cnt0 = []int{0} },
+		"t below the counts":   func(v *blob) { v.t = 2 },
+		"log skips a slot":     func(v *blob) { v.logSlot = []int{2} },
+		"add on an old point":  func(v *blob) { v.logSlot, v.pts = []int{0}, v.pts[:2] },
+		"points without pulls": func(v *blob) { v.pts = append(v.pts, 3, 3) },
+		"non-finite reward":    func(v *blob) { v.logY = []float64{math.Inf(1)} },
+		"short sums":           func(v *blob) { v.ysum0 = nil },
+	}
+	for name, mutate := range bad {
+		v := good
+		mutate(&v)
+		l := newBandit(t, spec, "k")
+		before, _ := l.MarshalBinary()
+		if err := l.UnmarshalBinary(write(v)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		after, _ := l.MarshalBinary()
+		if string(before) != string(after) {
+			t.Errorf("%s: refused blob changed the learner", name)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// BenchmarkHandle measures the worker's per-record cost without Kafka:
+// decode, learner lookup, predict, output encoding, update (labels inline,
+// 100 keys, the test learner, so the figure is the pipeline's overhead).
+func BenchmarkHandle(b *testing.B) {
+	store, err := checkpoint.Open(checkpoint.Options{InMemory: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	p, err := New(Config{Brokers: []string{"x:1"}, Group: "g", InputTopic: "in", OutputTopic: "out", DLQTopic: "dlq",
+		CheckpointDir: "unused", Model: models.Spec{Algorithm: "ptest-lms", Dim: 8, Seed: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWorker(p, store, nil, 0)
+	if err := w.restore(-1, -1); err != nil {
+		b.Fatal(err)
+	}
+	w.em = newEmitter(nil, w.log, p.m, time.Second)
+	w.hard = context.Background()
+	go func() {
+		for range w.em.ch {
+		}
+	}()
+	msgs := make([]kafka.Message, 1000)
+	for i := range msgs {
+		msgs[i] = kafka.Message{Topic: "in", Key: []byte(fmt.Sprintf("user-%d", i%100)), Offset: int64(i), Time: time.Now(),
+			Value: []byte(fmt.Sprintf(`{"id":"%d","x":[0.1,-0.2,0.3,0.4,0.5,-0.6,0.7,0.%d],"y":%d}`, i, i%10, i%3))}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m := &msgs[i%len(msgs)]
+		if err := w.handle(ctx, m, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package processor
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/kernelstream/kernelstream/models"
+)
+
+func entry(key string, offset, ts int64) *pendingEntry {
+	return &pendingEntry{key: key, offset: offset, ts: ts, arms: []pendingArm{{x: []float64{float64(offset), 1}, p: models.Prediction{Value: 0.5, Choice: -1, Prob: 1}}}}
+}
+
+func TestPendingExpiry(t *testing.T) {
+	pm := newPendingMap()
+	// event times out of offset order
+	for i, ts := range []int64{100, 50, 300, 200, 400} {
+		pm.put(entry(fmt.Sprint("k", i), int64(i), ts))
+	}
+	if n := pm.expireTTL(260, 100); n != 2 { // ts < 160: offsets 0 and 1
+		t.Fatalf("ttl expired %d, want 2", n)
+	}
+	if pm.m["k0"] != nil || pm.m["k1"] != nil || pm.m["k3"] == nil {
+		t.Fatal("ttl expired the wrong entries")
+	}
+	if n := pm.expireCount(2); n != 1 { // k2, k3, k4 remain; the oldest by offset is k2
+		t.Fatalf("count expired %d, want 1", n)
+	}
+	if pm.m["k2"] != nil || pm.len() != 2 {
+		t.Fatal("count expiry did not drop the oldest offset")
+	}
+	if e := pm.take([]byte("k4")); e == nil || e.offset != 4 {
+		t.Fatal("take")
+	}
+	if !pm.put(entry("k3", 9, 10)) {
+		t.Fatal("replacing an entry not reported")
+	}
+	if n := pm.expireCount(0); n != 1 || pm.len() != 0 {
+		t.Fatalf("stale fifo items counted: %d, len %d", n, pm.len())
+	}
+	if len(pm.dirty) != 5 {
+		t.Fatalf("dirty keys %d, want 5", len(pm.dirty))
+	}
+}
+
+func TestPendingEncoding(t *testing.T) {
+	e := &pendingEntry{key: "kk", offset: 1 << 40, ts: -5, decision: true, bandit: true,
+		arms: []pendingArm{{id: []byte(`"a"`), x: []float64{1, -2}, p: models.Prediction{Value: 1.5, Std: 0.25, Choice: 3, Prob: 0.5, Aux: -1}},
+			{id: []byte(`7`), x: []float64{0, 0}, p: models.Prediction{Choice: -1}}}}
+	b := encodePending(e)
+	got, err := decodePending("kk", b, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.hidx, e.hidx = 0, 0
+	if !reflect.DeepEqual(got, e) {
+		t.Fatalf("round trip:\n%+v\n%+v", got, e)
+	}
+	for i := 0; i < len(b); i++ {
+		if _, err := decodePending("kk", b[:i], 2); err == nil {
+			t.Fatalf("truncated at %d accepted", i)
+		}
+	}
+	if _, err := decodePending("kk", b, 3); err == nil {
+		t.Fatal("wrong dimension accepted")
+	}
+}

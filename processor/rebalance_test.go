@@ -1,0 +1,120 @@
+package processor
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+)
+
+// TestRebalance (with the sticky balancer): a second member joins mid-stream (partitions move to it,
+// and it rebuilds their state from the log by the gap replay), then the
+// first leaves (everything moves to the second). At the end the second
+// member's checkpoint holds every learner, equal to a direct replay, and
+// every id has a prediction.
+func TestRebalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("several group rebalances")
+	}
+	c := startCluster(t, 0, "")
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	recs := stream(9, 60, 3, 13)
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	third := len(recs) / 3
+	produce(t, addr, recs[:third])
+	out := newConsumer(t, addr, tOut)
+	cfgA := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
+	cfgA.GroupBalancers = []kafka.GroupBalancer{NewStickyBalancer("member-a"), kafka.RangeGroupBalancer{}}
+	a := start(t, cfgA)
+	out.waitFor(60*time.Second, "first predictions", atLeast(len(ref.yhat)/6))
+	dirB := t.TempDir()
+	cfgB := testConfig(t, addr, dirB, lmsSpec, nil)
+	cfgB.GroupBalancers = []kafka.GroupBalancer{NewStickyBalancer("member-b"), kafka.RangeGroupBalancer{}}
+	b := start(t, cfgB)
+	deadline := time.Now().Add(60 * time.Second)
+	for (len(b.p.Stats().Partitions) == 0 || len(a.p.Stats().Partitions) == 0) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	pa, pb := a.p.Stats().Partitions, b.p.Stats().Partitions
+	if len(pa) == 0 || len(pb) == 0 {
+		t.Fatalf("partitions not shared after the join: a %v, b %v", pa, pb)
+	}
+	t.Logf("after the join: a %v, b %v", pa, pb)
+	produce(t, addr, recs[third:2*third])
+	out.waitFor(60*time.Second, "two thirds of the predictions", atLeast(len(ref.yhat)/2))
+	a.stop(t)
+	produce(t, addr, recs[2*third:])
+	out.waitFor(90*time.Second, "all predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	b.stop(t)
+	checkPredictions(t, ref, out.got)
+	checkStates(t, ref, dirB)
+	t.Logf("%d outputs for %d ids; b replayed %d records", len(out.got), len(ref.yhat), b.p.Stats().Replayed)
+}
+
+// TestMetrics runs a short stream and reads the Prometheus registry: the
+// documented series exist and the counters moved.
+func TestMetrics(t *testing.T) {
+	c := startCluster(t, 0, "")
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	recs := stream(3, 10, 3, 2)
+	recs = append(recs, testRecord{key: "k", value: `not json`})
+	produce(t, addr, recs)
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	reg := prometheus.NewPedanticRegistry()
+	cfg := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
+	cfg.Registerer = reg
+	r := start(t, cfg)
+	out := newConsumer(t, addr, tOut)
+	out.waitFor(60*time.Second, "predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	deadline := time.Now().Add(10 * time.Second)
+	for r.p.Stats().Checkpoints == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.stop(t)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			value[name] += v
+			if name != mf.GetName() {
+				value[mf.GetName()] += v
+			}
+		}
+	}
+	for _, want := range []string{"records_total", "predictions_total", "updates_total", "dead_letters_total", "pending_labels",
+		"pending_expired_total", "checkpoint_duration_seconds", "partition_lag_records", "input_to_prediction_seconds",
+		"progressive_loss", "learners_in_memory", "learners_on_disk", "replayed_records_total", "numerical_rejections_total",
+		"unknown_labels_total", "decisions_total", "checkpoints_total"} {
+		if _, ok := value["kernelstream_"+want]; !ok {
+			t.Errorf("metric kernelstream_%s missing", want)
+		}
+	}
+	for name, want := range map[string]float64{
+		"kernelstream_predictions_total":                   float64(len(ref.yhat)),
+		"kernelstream_dead_letters_total{reason=bad_json}": 1,
+		"kernelstream_input_to_prediction_seconds":         float64(len(ref.yhat)),
+		"kernelstream_records_total{kind=features}":        float64(r.p.Stats().Records["features"]),
+	} {
+		if value[name] != want {
+			t.Errorf("%s = %v, want %v", name, value[name], want)
+		}
+	}
+	if value["kernelstream_checkpoint_duration_seconds"] == 0 || value["kernelstream_updates_total"] == 0 || value["kernelstream_progressive_loss"] == 0 {
+		t.Errorf("counters did not move: %v", value)
+	}
+	t.Logf("%d series", len(value))
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
