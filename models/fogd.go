@@ -160,6 +160,7 @@ func (l *fogd) UnmarshalBinary(blob []byte) error {
 	r.Check(n >= 0, "update count")
 	w := r.Floats(nil)
 	r.Check(len(w) == 2*l.D, "weight count (params.D differs?)")
+	r.Check(linalg.AllFinite(w), "non-finite weights")
 	if err := r.Err(); err != nil {
 		return err
 	}

@@ -26,12 +26,15 @@ package models
 //   - [R §14.5, CODE] the new sub-sampling row s_m^(t+1) is 0: landmarks stay
 //     the s_m support vectors sampled when the sketch is built, so Phi_pm gains
 //     only the rank-1 term s_p b^T with b = c_m(x_t).
-//   - [CODE §14.6] psi (the new kernel column) runs over the B initial support
-//     vectors only, whose CountSketch rows are kept; a new point's SJLT row is
-//     drawn fresh and not stored. Memory stays O(B d) on an unbounded stream
-//     (the paper's variant grows with every update round). Phi_pp may then be
-//     indefinite; TISVD keeps the k largest eigenvalues and the feature map
-//     uses sqrt(max(lambda, 0)) (§11.2).
+//   - [CODE §14.6, SUGGEST §2.4] psi (the new kernel column) runs over the B
+//     initial support vectors, whose CountSketch rows are kept, plus the last
+//     params.window points inserted into the sketch (a ring, with their rows).
+//     window = 0 (default) is the reference code: memory O(B d), but once the
+//     insertions outnumber B, Phi_pp turns indefinite (their cross terms are
+//     missing). window >= number of insertions is the paper's exact Eq. 4
+//     (Phi_pp = S_p^T K S_p, PSD); in between it is a bounded compromise.
+//     TISVD keeps the k largest eigenvalues and the feature map uses
+//     sqrt(max(lambda, 0)) (§11.2).
 //   - [P §14.3] A_t includes g_t (standard ONS, Algorithm 1 line 19 before 20):
 //     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
 //   - [CODE §14.2] projection = "eager" (default): the state is the
@@ -53,9 +56,9 @@ package models
 //     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
 //     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
 //     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
-//   - [SUGGEST §11.6] pinv(Phi_pm) with a relative cut-off (singular values
-//     below 1e-6 sigma_max), through the s_m x s_m Gram matrix and a Jacobi
-//     eigensolver (see computeZ), recomputed only in update rounds.
+//   - [SUGGEST §11.6] pinv(Phi_pm) V Lambda^{1/2} as a rank-revealing
+//     least-squares solve (pivoted Cholesky of the s_m x s_m Gram matrix,
+//     relative cut-off; see computeZ), recomputed only in update rounds.
 //   - Stage-1 admission: hinge, squared hinge and logistic add x when
 //     y f < 1 (for hinge and squared hinge that is "loss > 0"; for logistic the
 //     spec's margin rule, §7 [SUGGEST], since its loss is never 0); square
@@ -93,6 +96,7 @@ type forks struct {
 	B, sp, sm, k, rho       int
 	eta, alpha, beta, bound float64
 	eager                   bool // projection: "eager" ([CODE]) instead of "lazy"
+	window                  int  // inserted points kept for psi (0: reference code)
 	kern                    Kernel
 	loss                    Loss
 	cls                     bool
@@ -108,14 +112,20 @@ type forks struct {
 	phiPM    []float64 // sp x sm row-major
 	ts       *tisvd    // V (sp x k), Lambda (k)
 	z        []float64 // sm x k row-major
-	v        []float64 // k: unprojected ONS iterate
+	v        []float64 // k: ONS iterate (eager: projected w; lazy: unprojected v)
 	ainv     []float64 // k x k: A^{-1}
+	// The last `window` points inserted into the sketch, a ring: psi also
+	// runs over them (spec §2.4 "AllSketched", bounded).
+	ringX    []float64 // window x d
+	ringCode []int     // window: CountSketch rows, as code
+	ringN    int       // points in the ring (<= window)
+	ringHead int       // next slot to overwrite
 
 	// scratch (not state)
 	cm, phi, q, w, vNew []float64
 	psi, a, xcols       []float64
-	gram, eigW, eigM    []float64
-	tmat, tmat2, zNext  []float64
+	gram, tmat, zNext   []float64
+	piv                 []int
 	rowNew              []float64
 	memo                forksMemo
 }
@@ -133,11 +143,12 @@ type forksMemo struct {
 
 func newFORKS(s *Setup) (Learner, error) {
 	p := s.Params
-	B := p.Int("B", 100, 2, 1<<16)
-	sp := p.Int("sp", B, 1, 1<<16)
+	// B x B and sp x sp matrices are built once per key: cap them at 4096.
+	B := p.Int("B", 100, 2, 4096)
+	sp := p.Int("sp", B, 1, 4096)
 	smDef := int(math.Round(0.2 * float64(sp)))
 	smDef = max(1, min(smDef, B))
-	sm := p.Int("sm", smDef, 1, 1<<16)
+	sm := p.Int("sm", smDef, 1, 4096)
 	kDef := max(1, min(B/10, sp))
 	k := p.Int("k", kDef, 1, 1<<12)
 	rho := p.Int("rho", 2000, 1, math.MaxInt32)
@@ -146,6 +157,7 @@ func newFORKS(s *Setup) (Learner, error) {
 	beta := p.Positive("beta", 0.5)
 	bound := p.Positive("C", 1)
 	proj := p.String("projection", "eager", "eager", "lazy")
+	window := p.Int("window", 0, 0, 1<<16)
 	if sm > B {
 		p.Fail("sm = %d must be <= B = %d (landmarks are support vectors)", sm, B)
 	}
@@ -157,7 +169,7 @@ func newFORKS(s *Setup) (Learner, error) {
 	}
 	l := &forks{
 		d: s.Dim, B: B, sp: sp, sm: sm, k: k, rho: rho,
-		eta: eta, alpha: alpha, beta: beta, bound: bound, eager: proj == "eager",
+		eta: eta, alpha: alpha, beta: beta, bound: bound, eager: proj == "eager", window: window,
 		kern: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 	}
 	l.rng.Seed(s.Seed)
@@ -187,12 +199,13 @@ func (l *forks) allocSketch() {
 	l.a = make([]float64, l.sp)
 	l.xcols = make([]float64, 2*l.sp)
 	l.gram = make([]float64, l.sm*l.sm)
-	l.eigW = make([]float64, l.sm*l.sm)
-	l.eigM = make([]float64, l.sm)
+	l.piv = make([]int, l.sm)
 	l.tmat = make([]float64, l.sm*l.k)
-	l.tmat2 = make([]float64, l.sm*l.k)
 	l.zNext = make([]float64, l.sm*l.k)
 	l.rowNew = make([]float64, l.sm)
+	l.ringX = make([]float64, l.window*l.d)
+	l.ringCode = make([]int, l.window)
+	l.ringN, l.ringHead = 0, 0
 }
 
 func (l *forks) Size() int { return l.st1.n }
@@ -275,15 +288,15 @@ func (l *forks) Update(x []float64, _ Prediction, y float64) error {
 		}
 		return nil
 	}
+	r := l.r + 1
+	if r%l.rho == 0 {
+		return l.updateRound(x, y, r)
+	}
 	phi := l.phi
 	if l.memoHit(x) {
 		copy(phi, l.memo.phi)
 	} else {
 		l.features(phi, x)
-	}
-	r := l.r + 1
-	if r%l.rho == 0 {
-		return l.updateRound(x, y, r)
 	}
 	if l.eager {
 		return l.eagerStep(phi, y, r)
@@ -426,6 +439,11 @@ func (l *forks) updateRound(x []float64, y float64, r int) error {
 		b, sg := forksDecode(c)
 		l.a[b] += sg * l.psi[i]
 	}
+	d := l.d
+	for j := 0; j < l.ringN; j++ {
+		b, sg := forksDecode(l.ringCode[j])
+		l.a[b] += sg * l.kern.Eval(x, l.ringX[j*d:(j+1)*d])
+	}
 	h := l.rng.Intn(l.sp)
 	sg := 1.0
 	if l.rng.Uint64()&1 == 1 {
@@ -476,6 +494,12 @@ func (l *forks) updateRound(x []float64, y float64, r int) error {
 		return fail("ONS reset step")
 	}
 	// Commit.
+	if l.window > 0 {
+		copy(l.ringX[l.ringHead*d:(l.ringHead+1)*d], x)
+		l.ringCode[l.ringHead] = int(sg) * (h + 1)
+		l.ringHead = (l.ringHead + 1) % l.window
+		l.ringN = min(l.ringN+1, l.window)
+	}
 	copy(l.phiPM[h*l.sm:(h+1)*l.sm], l.rowNew)
 	l.ts.commit()
 	l.z, l.zNext = l.zNext, l.z
@@ -499,20 +523,28 @@ func (l *forks) updateRound(x []float64, y float64, r int) error {
 // computeZ writes Z = pinv(Phi_pm) V Lambda^{1/2} (sm x k) into dst, with
 // Phi_pm's row h replaced by rowH when h >= 0. It reports finiteness.
 //
-// pinv goes through the sm x sm Gram matrix: Phi_pm^T Phi_pm = W M W^T
-// (Jacobi), pinv(Phi_pm) = W M^+ W^T Phi_pm^T, with eigenvalues below
-// 1e-12 mu_max cut (singular values below 1e-6 sigma_max, the precision a
-// Gram matrix keeps). Cost O(sp sm^2/2 + sm^3 sweeps + sp sm k); a one-sided
-// Jacobi SVD of the sp x sm matrix was ~10x slower at B = 400.
+// Z is the least-squares solution of Phi_pm Z = V Lambda^{1/2}, computed from
+// the normal equations with a pivoted Cholesky factor of the sm x sm Gram
+// matrix Phi_pm^T Phi_pm; pivots stop when the remaining diagonal falls to
+// 1e-12 of the largest (a column whose residual after the chosen ones is
+// below 1e-6 of the largest column norm counts as dependent and gets a zero
+// row). With full column rank (the generic case when sp >= sm) this is
+// exactly pinv; with dependent columns it is the basic instead of the
+// minimum-norm solution, which gives the same features when the dependence
+// comes from duplicated landmarks (repeated records in adversarial streams),
+// since c_m(x) then has equal entries on them. Cost O(sp sm^2/2 + sm^3/3 +
+// sp sm k); an update round at B = 200 took 11 ms with a one-sided Jacobi
+// SVD of Phi_pm, 2.8 ms with a Jacobi eigensolver of the Gram matrix, and
+// 0.3-1 ms with this.
 func (l *forks) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
 	sp, sm, k := l.sp, l.sm, l.k
 	g := l.gram
 	for i := range g {
 		g[i] = 0
 	}
-	m1 := l.tmat // Phi_pm^T V Lambda^{1/2}, sm x k
-	for i := range m1 {
-		m1[i] = 0
+	rhs := dst[:sm*k] // Phi_pm^T V Lambda^{1/2}, solved in place
+	for i := range rhs {
+		rhs[i] = 0
 	}
 	for r := 0; r < sp; r++ {
 		row := l.phiPM[r*sm : (r+1)*sm]
@@ -525,7 +557,7 @@ func (l *forks) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
 				continue
 			}
 			linalg.Axpy(a, row[j:], g[j*sm+j:(j+1)*sm])
-			linalg.Axpy(a, vr, m1[j*k:(j+1)*k])
+			linalg.Axpy(a, vr, rhs[j*k:(j+1)*k])
 		}
 	}
 	for j := 0; j < sm; j++ { // mirror the upper triangle
@@ -535,43 +567,12 @@ func (l *forks) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
 	}
 	for j := 0; j < sm; j++ {
 		for i := 0; i < k; i++ {
-			m1[j*k+i] *= math.Sqrt(math.Max(lam[i], 0))
+			rhs[j*k+i] *= math.Sqrt(math.Max(lam[i], 0))
 		}
 	}
-	linalg.SymEig(g, sm, l.eigW, l.eigM)
-	tol := 1e-12 * l.eigM[0]
-	// m2 = M^+ W^T m1
-	m2 := l.tmat2
-	for i := range m2 {
-		m2[i] = 0
-	}
-	for r := 0; r < sm; r++ {
-		wr := l.eigW[r*sm : (r+1)*sm]
-		mr := m1[r*k : (r+1)*k]
-		for j, w := range wr {
-			if w != 0 && l.eigM[j] > tol {
-				linalg.Axpy(w, mr, m2[j*k:(j+1)*k])
-			}
-		}
-	}
-	for j := 0; j < sm; j++ {
-		if mu := l.eigM[j]; mu > tol {
-			linalg.Scale(1/mu, m2[j*k:(j+1)*k])
-		}
-	}
-	// Z = W m2
-	for i := range dst[:sm*k] {
-		dst[i] = 0
-	}
-	for r := 0; r < sm; r++ {
-		dr := dst[r*k : (r+1)*k]
-		for j, w := range l.eigW[r*sm : (r+1)*sm] {
-			if w != 0 && l.eigM[j] > tol {
-				linalg.Axpy(w, m2[j*k:(j+1)*k], dr)
-			}
-		}
-	}
-	return linalg.AllFinite(dst[:sm*k])
+	rank := linalg.PivotedCholesky(g, sm, 1e-12, l.piv)
+	linalg.PivotedCholeskySolve(g, sm, rank, l.piv, rhs, k, l.tmat)
+	return linalg.AllFinite(rhs)
 }
 
 func forksDecode(c int) (bucket int, sign float64) {
@@ -672,7 +673,7 @@ func (l *forks) fillLandmarks() {
 func (l *forks) MarshalBinary() ([]byte, error) {
 	n := 256 + 8*(len(l.st1.sv)+l.B)
 	if l.sketched {
-		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k)
+		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.d+1))
 	}
 	w := NewStateWriter(make([]byte, 0, n), "forks", forksStateVersion)
 	w.Rand(&l.rng)
@@ -690,6 +691,10 @@ func (l *forks) MarshalBinary() ([]byte, error) {
 		w.Floats(l.z)
 		w.Floats(l.v)
 		w.Floats(l.ainv)
+		w.Int(l.ringN)
+		w.Int(l.ringHead)
+		w.Floats(l.ringX[:l.ringN*l.d])
+		w.Ints(l.ringCode[:l.ringN])
 	}
 	return w.Finish(), nil
 }
@@ -709,9 +714,9 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 	rd.Check(len(alpha) == n, "coefficient count")
 	sketched := rd.Bool()
 	rd.Check(!sketched || n == l.B, "sketch built before the budget filled")
-	var r int
-	var code, lm []int
-	var phiPM, V, lam, z, v, ainv []float64
+	var r, ringN, ringHead int
+	var code, lm, ringCode []int
+	var phiPM, V, lam, z, v, ainv, ringX []float64
 	if sketched {
 		r = rd.Int()
 		rd.Check(r >= 0, "round counter")
@@ -738,7 +743,21 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 		rd.Check(len(v) == l.k, "v shape")
 		ainv = rd.Floats(nil)
 		rd.Check(len(ainv) == l.k*l.k, "A^-1 shape")
+		ringN, ringHead = rd.Int(), rd.Int()
+		rd.Check(ringN >= 0 && ringN <= l.window && ringHead >= 0 && (ringHead < l.window || l.window == 0 && ringHead == 0) &&
+			(ringN == l.window || ringHead == ringN), "ring shape (params.window differs?)")
+		ringX = rd.Floats(nil)
+		rd.Check(len(ringX) == ringN*l.d, "ring points")
+		ringCode = rd.Ints(nil)
+		rd.Check(len(ringCode) == ringN, "ring rows")
+		for _, c := range ringCode {
+			b, _ := forksDecode(c)
+			rd.Check(c != 0 && b >= 0 && b < l.sp, "ring bucket")
+		}
+		rd.Check(linalg.AllFinite(phiPM) && linalg.AllFinite(V) && linalg.AllFinite(lam) &&
+			linalg.AllFinite(z) && linalg.AllFinite(v) && linalg.AllFinite(ainv) && linalg.AllFinite(ringX), "non-finite sketch state")
 	}
+	rd.Check(linalg.AllFinite(sv) && linalg.AllFinite(alpha), "non-finite support vectors")
 	if err := rd.Err(); err != nil {
 		return err
 	}
@@ -760,6 +779,9 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 		copy(l.z, z)
 		copy(l.v, v)
 		copy(l.ainv, ainv)
+		copy(l.ringX, ringX)
+		copy(l.ringCode, ringCode)
+		l.ringN, l.ringHead = ringN, ringHead
 		l.fillLandmarks()
 	}
 	return nil

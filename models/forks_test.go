@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"gonum.org/v1/gonum/mat"
 )
 
 // forksStream is a synthetic binary stream in [-1,1]^d whose label is a
@@ -117,6 +119,7 @@ func TestFORKSRoundTripExact(t *testing.T) {
 		{"logistic", "logistic", map[string]any{"B": 30, "sp": 20, "sm": 8, "k": 5, "rho": 5}},
 		{"squared-hinge", "squared-hinge", map[string]any{"B": 30, "rho": 11}},
 		{"square", "square", map[string]any{"B": 25, "rho": 9, "C": 2}},
+		{"window-wraps", "hinge", map[string]any{"B": 30, "rho": 3, "window": 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// checkpoints in stage 1, right around the sketch build, and after update rounds
@@ -207,7 +210,7 @@ func TestFORKSParams(t *testing.T) {
 	}
 	for _, bad := range []map[string]any{
 		{"B": 1}, {"B": 10, "sm": 11}, {"sp": 5, "k": 6}, {"rho": 0}, {"alpha": 0}, {"beta": -1},
-		{"C": 0}, {"eta": "x"}, {"projection": "sometimes"}, {"k": 2.5}, {"bogus": 1},
+		{"C": 0}, {"eta": "x"}, {"projection": "sometimes"}, {"k": 2.5}, {"bogus": 1}, {"window": -1}, {"B": 5000},
 	} {
 		if _, err := New(forksSpec("", bad), ""); !errors.Is(err, ErrSpec) {
 			t.Errorf("params %v: want ErrSpec, got %v", bad, err)
@@ -310,6 +313,141 @@ func TestFORKSUpdateAllocs(t *testing.T) {
 		})
 		if allocs != 0 {
 			t.Errorf("rho=%d: %v allocs per round", rho, allocs)
+		}
+	}
+}
+
+// Degenerate but legal shapes (B = 2, s_p = 1, k > s_m, rho = 1, ...) must run
+// and round-trip without panics or non-finite state.
+func TestFORKSTinyShapes(t *testing.T) {
+	xs, ys := forksStream(60, 3, 8)
+	for B := 2; B <= 5; B++ {
+		for sp := 1; sp <= 4; sp++ {
+			for sm := 1; sm <= B; sm += 2 {
+				for k := 1; k <= sp; k += 2 {
+					for _, rho := range []int{1, 3} {
+						spec := Spec{Algorithm: "forks", Dim: 3, Kernel: KernelSpec{Sigma: 0.7}, Seed: uint64(B*sp + k),
+							Params: map[string]any{"B": B, "sp": sp, "sm": sm, "k": k, "rho": rho}}
+						l := forksMustNew(t, spec)
+						for i := range xs {
+							if err := l.Update(xs[i], l.Predict(xs[i]), ys[i]); err != nil {
+								t.Fatalf("B=%d sp=%d sm=%d k=%d rho=%d: %v", B, sp, sm, k, rho, err)
+							}
+						}
+						c := forksMustNew(t, spec)
+						if err := c.UnmarshalBinary(forksMarshal(t, l)); err != nil {
+							t.Fatalf("B=%d sp=%d sm=%d k=%d: restore: %v", B, sp, sm, k, err)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Eq. 11 on the learner itself: after 600 update rounds, Phi_pm equals its
+// recomputation from the support vectors' and inserted points' CountSketch
+// rows. With window >= the insertions psi runs over every sketched point (the
+// paper's Eq. 4), Phi_pp = S_p^T K S_p stays PSD, and TISVD's factors must
+// match the full eigendecomposition of the exactly maintained Phi_pp up to
+// the truncation TISVD cannot recover. With window = 0 (the reference code's
+// psi over the B support vectors only) Phi_pp turns indefinite as insertions
+// outnumber B, and TISVD, which keeps the positive part, departs from it: the
+// test records that instead of hiding it.
+func TestFORKSSketchMatchesRecomputation(t *testing.T) {
+	const d, B, sp, sm, k = 3, 40, 40, 10, 6
+	xs, ys := forksStream(700, d, 9)
+	for _, window := range []int{1000, 0} {
+		spec := Spec{Algorithm: "forks", Dim: d, Kernel: KernelSpec{Sigma: 1.5}, Seed: 2,
+			Params: map[string]any{"B": B, "sp": sp, "sm": sm, "k": k, "rho": 1, "window": window}}
+		l := forksMustNew(t, spec).(*forks)
+		i := 0
+		for ; !l.sketched; i++ {
+			if err := l.Update(xs[i], l.Predict(xs[i]), ys[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kern := l.kern
+		var pts [][]float64
+		var codes []int
+		for a := 0; a < B; a++ {
+			pts = append(pts, l.st1.sv[a*d:(a+1)*d])
+			codes = append(codes, l.code[a])
+		}
+		sv := l.st1.sv
+		pm := make([]float64, sp*sm)
+		pp := make([]float64, sp*sp)
+		for a := range pts {
+			ba, ga := forksDecode(codes[a])
+			for b := range pts {
+				bb, gb := forksDecode(codes[b])
+				pp[ba*sp+bb] += ga * gb * kern.Eval(pts[a], pts[b])
+			}
+			for j, m := range l.lm {
+				pm[ba*sm+j] += ga * kern.Eval(pts[a], sv[m*d:(m+1)*d])
+			}
+		}
+		inserted := 0
+		for ; i < len(xs); i++ {
+			x := xs[i]
+			r := l.rng // the draws updateRound will make
+			h := r.Intn(sp)
+			sg := 1.0
+			if r.Uint64()&1 == 1 {
+				sg = -1
+			}
+			if err := l.Update(x, l.Predict(x), ys[i]); err != nil {
+				t.Fatal(err)
+			}
+			inserted++
+			a := make([]float64, sp)
+			n := B
+			if window > 0 {
+				n = len(pts)
+			}
+			for b := 0; b < n; b++ {
+				bb, gb := forksDecode(codes[b])
+				a[bb] += gb * kern.Eval(x, pts[b])
+			}
+			for j, m := range l.lm {
+				pm[h*sm+j] += sg * kern.Eval(x, sv[m*d:(m+1)*d])
+			}
+			for c := 0; c < sp; c++ {
+				pp[h*sp+c] += sg * a[c]
+				pp[c*sp+h] += sg * a[c]
+			}
+			pp[h*sp+h] += kern.Diag(x)
+			pts = append(pts, x)
+			codes = append(codes, int(sg)*(h+1))
+		}
+		if inserted < 600 {
+			t.Fatalf("only %d update rounds", inserted)
+		}
+		for j := range pm {
+			if math.Abs(pm[j]-l.phiPM[j]) > 1e-9*(1+math.Abs(pm[j])) {
+				t.Fatalf("window %d: Phi_pm[%d] = %v, recomputed %v", window, j, l.phiPM[j], pm[j])
+			}
+		}
+		all, vecs := tisvdTopK(t, pp, sp, sp)
+		t.Logf("window %d: exact Phi_pp top-%d %.4g, smallest %.4g", window, k, all[:k], all[sp-1])
+		t.Logf("window %d: TISVD           %.4g", window, l.ts.lam)
+		if window == 0 {
+			if all[sp-1] > -1 {
+				t.Errorf("expected the reference-code sketch to be clearly indefinite, smallest eigenvalue %v", all[sp-1])
+			}
+			continue
+		}
+		if all[sp-1] < -1e-9*all[0] {
+			t.Errorf("the exact sketch is not PSD: smallest eigenvalue %v", all[sp-1])
+		}
+		for j := 0; j < 3; j++ {
+			if rel := math.Abs(l.ts.lam[j]-all[j]) / all[j]; rel > 0.01 {
+				t.Errorf("eigenvalue %d: TISVD %v, full %v", j, l.ts.lam[j], all[j])
+			}
+		}
+		top := func(m *mat.Dense) *mat.Dense { return mat.DenseCopyOf(m.Slice(0, sp, 0, 3)) }
+		if ang := tisvdMaxAngle(top(tisvdDenseV(l.ts)), top(vecs)); ang > 0.05 {
+			t.Errorf("top-3 subspace angle %v rad", ang)
 		}
 	}
 }

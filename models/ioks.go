@@ -38,6 +38,8 @@ package models
 //     [CODE] stops at |h - 1| <= 1e-5 and does not renormalise; the
 //     difference is below the tables' precision.
 //   - [SUGGEST] q is floored at 1e-300 before q^{1/alpha - 1}.
+//   - [RECON] clipping uses eq. (4)'s "p >= max eta" (App. B and Alg. 4 and
+//     [CODE] write ">"; immaterial, spec §4 item 10).
 //
 // Params: sigmas, U, T, G1, lmax, alpha, eta, delta, upsilon, max_budget;
 // rf-ioks (rf_oks.go) adds D and clip and has no max_budget.

@@ -63,8 +63,8 @@ type nogd struct {
 
 func newNOGD(s *Setup) (Learner, error) {
 	p := s.Params
-	B := p.Int("B", 100, 1, 1<<16)
-	k := p.Int("k", max(1, B/10), 1, 1<<16)
+	B := p.Int("B", 100, 1, 4096) // the B x B kernel matrix is decomposed once per key
+	k := p.Int("k", max(1, B/10), 1, 4096)
 	eta := p.Positive("eta", 0.2)
 	if k > B {
 		p.Fail("k = %d must be <= B = %d", k, B)
@@ -232,7 +232,9 @@ func (l *nogd) UnmarshalBinary(blob []byte) error {
 		r.Check(len(m) == l.k*l.B, "map shape")
 		w = r.Floats(nil)
 		r.Check(len(w) == l.k, "weight count")
+		r.Check(linalg.AllFinite(m) && linalg.AllFinite(w), "non-finite map or weights")
 	}
+	r.Check(linalg.AllFinite(sv) && linalg.AllFinite(alpha), "non-finite support vectors")
 	if err := r.Err(); err != nil {
 		return err
 	}

@@ -28,6 +28,18 @@ package models
 // Update recomputes unless the arm is unchanged since Predict (the common,
 // synchronous case; a scratch cache, not state, makes that free).
 //
+// Memory [SUGGEST, spec §2.9 item 6]: the paper's kernel-form arms store every
+// played example. Here each arm holds at most max_budget support vectors;
+// at the cap a step is projected onto the nearest support vector or replaces
+// the smallest coefficient, whichever perturbs f less in RKHS norm (see
+// kernelArms). The RF forms (rf_oks.go) are bounded by construction.
+//
+// Other [SUGGEST] choices: exponential weights are normalised by a softmax
+// shifted by the smallest cumulative loss (spec §2.9 item 1); the squared RKHS
+// norm is clamped at 0 before sqrt (§0.3); every update computes all new
+// scalars, the next distributions and the arm step into scratch first, and
+// commits only when all are finite (numerical guard).
+//
 // Capability: every learner of the family implements KernelSelector, so the
 // consumer's metrics and eval can show which width is winning.
 
@@ -387,7 +399,9 @@ func (a *kernelArm) eval(x, kv []float64) float64 {
 // with one extra O(B d) evaluation of f. Memory stays O(B d) per arm, the
 // per-round time O(B d). On elevators (square loss, 10 shuffles) OKS++ loses
 // little at B = 1024 per width (docs/kernel-selection.md). The paper has no
-// budget; a budget large enough never to fill reproduces it exactly.
+// budget; a budget large enough never to fill reproduces it exactly. The norm
+// is not periodically recomputed as a'Ka (spec §0.3 [SUGGEST]): that costs
+// O(B^2 d), and the test finds the recurrence exact to 1e-8 at the cap.
 type kernelArms struct {
 	d         int
 	maxBudget int

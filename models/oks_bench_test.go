@@ -36,14 +36,38 @@ func oksFillKernelArms(l Learner, xs [][]float64) {
 	}
 }
 
+// oksSparseStream imitates phishing as shipped: each row has nnz of the d
+// binary features set, normalised to unit length; the label is -1/+1.
+func oksSparseStream(n, d, nnz int) (xs [][]float64, ys []float64) {
+	r := NewRand(43)
+	v := 1 / math.Sqrt(float64(nnz))
+	for i := 0; i < n; i++ {
+		x := make([]float64, d)
+		for k := 0; k < nnz; {
+			j := r.Intn(d)
+			if x[j] == 0 {
+				x[j] = v
+				k++
+			}
+		}
+		xs = append(xs, x)
+		ys = append(ys, Label(x[0]+x[1]-x[2]))
+	}
+	return xs, ys
+}
+
 // oksBenchRound runs b.N predict+update rounds after warm rounds of warm-up
 // (so that buffers are grown and the distribution has moved).
 func oksBenchRound(b *testing.B, spec Spec, warm int) {
+	xs, ys := oksBenchStream(1024, spec.Dim)
+	oksBenchRoundOn(b, spec, warm, xs, ys)
+}
+
+func oksBenchRoundOn(b *testing.B, spec Spec, warm int, xs [][]float64, ys []float64) {
 	l, err := New(spec, "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	xs, ys := oksBenchStream(1024, spec.Dim)
 	if _, ok := l.(*oksLearner).arms.(*kernelArms); ok {
 		oksFillKernelArms(l, xs)
 	}
@@ -75,6 +99,16 @@ func BenchmarkRFOKSPlus(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRFOKSPlusPhishing is one RF-OKS++ round (logistic loss, D = 400)
+// on phishing-shaped input: 68 binary features, 30 set per row.
+func BenchmarkRFOKSPlusPhishing(b *testing.B) {
+	b.Run("D=400/d=68-nnz30", func(b *testing.B) {
+		spec := Spec{Algorithm: "rf-oks++", Dim: 68, Loss: "logistic", Params: map[string]any{"D": 400}, Seed: 1}
+		xs, ys := oksSparseStream(1024, 68, 30)
+		oksBenchRoundOn(b, spec, 2000, xs, ys)
+	})
 }
 
 // BenchmarkRFIOKS is one RF-IOKS round at D = 400, d = 18 (absolute loss).

@@ -151,7 +151,12 @@ func TestOKSConcentratesOnBestWidth(t *testing.T) {
 }
 
 func TestOKSStateRoundTripBitExact(t *testing.T) {
-	for _, a := range oksAlgorithms {
+	cases := append([]struct {
+		name   string
+		loss   string
+		params map[string]any
+	}{{"oks++", "logistic", map[string]any{"max_budget": 12}}}, oksAlgorithms...) // first: arms at the cap
+	for _, a := range cases {
 		t.Run(a.name, func(t *testing.T) {
 			spec := oksSpec(a.name, a.loss, 4, a.params)
 			cls := a.loss == "logistic"

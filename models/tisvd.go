@@ -60,13 +60,11 @@ type tisvd struct {
 	// scratch
 	cx   []float64 // k x c: V^T X
 	p    []float64 // c x n: basis of the residual, row l is p_l
-	rx   []float64 // c x c: P^T X
 	l    []float64 // (k+c) x c: [V^T X; R]
 	h    []float64 // (k+c)^2
 	w    []float64 // (k+c)^2
 	om   []float64 // k+c
 	gram []float64 // k x k
-	wk   []float64 // k x k
 
 	reorths int // re-orthonormalisations done (diagnostics, not state)
 }
@@ -77,9 +75,9 @@ func newTISVD(n, k, c int) *tisvd {
 		n: n, k: k, c: c,
 		V: make([]float64, n*k), lam: make([]float64, k),
 		vNext: make([]float64, n*k), lamNext: make([]float64, k),
-		cx: make([]float64, k*c), p: make([]float64, c*n), rx: make([]float64, c*c),
+		cx: make([]float64, k*c), p: make([]float64, c*n),
 		l: make([]float64, m*c), h: make([]float64, m*m), w: make([]float64, m*m), om: make([]float64, m),
-		gram: make([]float64, k*k), wk: make([]float64, k*k),
+		gram: make([]float64, k*k),
 	}
 }
 

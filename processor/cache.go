@@ -27,22 +27,30 @@ type slot struct {
 // reaches Badger outside a checkpoint, so Badger only ever holds checkpointed
 // state, and a key read back before that checkpoint comes from `evicted`.
 type learnerCache struct {
-	part    int
-	spec    models.Spec
-	store   *checkpoint.Store
-	live    map[string]*slot
-	lru     list.List // front = most recently used
-	evicted map[string][]byte
-	fresh   map[string]bool // evicted learners never stored in Badger
-	onDisk  int             // learners in Badger for this partition
-	max     int
-	global  *atomic.Int64 // learners in memory, all partitions
-	loads   int64         // learners read back from Badger or `evicted`
+	part     int
+	spec     models.Spec
+	store    *checkpoint.Store
+	live     map[string]*slot
+	lru      list.List // front = most recently used
+	evicted  map[string][]byte
+	inflight map[string][]byte // evicted blobs of the checkpoint in flight
+	fresh    map[string]bool   // evicted learners never stored in Badger
+	onDisk   int               // learners in Badger for this partition
+	max      int
+	global   *atomic.Int64 // learners in memory, all partitions
+	disk     *atomic.Int64 // learners in Badger, all assigned partitions
+	loads    int64         // learners read back from Badger or `evicted`
 }
 
-func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global *atomic.Int64) *learnerCache {
+func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global, disk *atomic.Int64) *learnerCache {
 	return &learnerCache{part: part, spec: spec, store: store, live: map[string]*slot{}, evicted: map[string][]byte{},
-		fresh: map[string]bool{}, max: max, global: global}
+		fresh: map[string]bool{}, max: max, global: global, disk: disk}
+}
+
+// setOnDisk sets the partition's stored-learner count (and the global one).
+func (c *learnerCache) setOnDisk(n int) {
+	c.disk.Add(int64(n - c.onDisk))
+	c.onDisk = n
 }
 
 // get returns the learner of key, loading or creating it.
@@ -53,6 +61,11 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 	}
 	k := string(key)
 	blob, ok := c.evicted[k]
+	held := ok
+	if !ok {
+		blob, ok = c.inflight[k]
+		held = ok
+	}
 	if !ok {
 		var err error
 		blob, ok, err = c.store.Learner(c.part, key)
@@ -75,9 +88,11 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 			return nil, fmt.Errorf("learner of key %q in partition %d: %w", k, c.part, err)
 		}
 		s.updates = n
-		if _, wasEvicted := c.evicted[k]; wasEvicted {
+		if held {
+			// Its newest blob is held in memory, not yet (or not surely)
+			// in Badger: it is dirty until a checkpoint writes it again.
 			delete(c.evicted, k)
-			s.dirty = true // its blob is no longer held anywhere else
+			s.dirty = true
 			s.stored = !c.fresh[k]
 			delete(c.fresh, k)
 		}
@@ -120,44 +135,70 @@ func encodeSlot(s *slot) ([]byte, error) {
 	return append(out, blob...), nil
 }
 
-// dirtyOps returns the learner operations of a checkpoint.
-func (c *learnerCache) dirtyOps() ([]checkpoint.Op, error) {
-	ops := make([]checkpoint.Op, 0, len(c.evicted))
+// snapshot returns the learner operations of a checkpoint (the held blobs
+// of evicted learners and the dirty live ones, serialized now), marks them
+// clean, and keeps every blob of it readable in inflight until the commit
+// lands or is abandoned (a learner evicted meanwhile is read back from
+// there, never from a Badger that does not have it yet). fresh counts the
+// learners never stored before.
+func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
+	ops = make([]checkpoint.Op, 0, len(c.evicted))
 	for k, b := range c.evicted {
 		ops = append(ops, checkpoint.Op{Key: []byte(k), Value: b})
 	}
+	fresh = len(c.fresh)
 	for _, s := range c.live {
 		if !s.dirty {
 			continue
 		}
 		b, err := encodeSlot(s)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		ops = append(ops, checkpoint.Op{Key: []byte(s.key), Value: b})
+		s.dirty = false
+		if !s.stored {
+			s.stored = true
+			fresh++
+		}
+		// Now clean, it may be evicted without a blob before the commit
+		// lands: a read-back must then find this version, not Badger's.
+		c.evicted[s.key] = b
 	}
-	return ops, nil
+	c.inflight = c.evicted
+	c.evicted = map[string][]byte{}
+	clear(c.fresh)
+	return ops, fresh, nil
 }
 
-// committed marks everything clean after a checkpoint commit.
-func (c *learnerCache) committed() {
-	c.onDisk += len(c.fresh)
-	clear(c.evicted)
-	clear(c.fresh)
-	for _, s := range c.live {
-		if s.dirty && !s.stored {
-			s.stored = true
-			c.onDisk++
+// committed ends the checkpoint in flight: its blobs are in Badger.
+func (c *learnerCache) committed(fresh int) {
+	c.inflight = nil
+	c.setOnDisk(c.onDisk + fresh)
+}
+
+// abandoned ends the checkpoint in flight without a commit: its held blobs
+// become evicted ones again unless a newer version exists (the snapshot's
+// operations themselves are carried into the next checkpoint).
+func (c *learnerCache) abandoned() {
+	for k, b := range c.inflight {
+		if _, live := c.live[k]; live {
+			continue
 		}
-		s.dirty = false
+		if _, newer := c.evicted[k]; !newer {
+			c.evicted[k] = b
+		}
 	}
+	c.inflight = nil
 }
 
 // release drops all learners (partition revoked).
 func (c *learnerCache) release() {
 	c.global.Add(-int64(len(c.live)))
+	c.setOnDisk(0)
 	c.live = map[string]*slot{}
 	c.lru.Init()
 	clear(c.evicted)
 	clear(c.fresh)
+	c.inflight = nil
 }

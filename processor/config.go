@@ -112,6 +112,9 @@ type Config struct {
 	// checkpointTxnBytes, when > 0, caps a Badger transaction (tests force
 	// staged checkpoints with it).
 	checkpointTxnBytes int
+	// crashOnStop makes a cancelled Run skip the final checkpoints, like a
+	// process killed between two checkpoints (tests).
+	crashOnStop bool
 }
 
 // withDefaults returns cfg with zero fields set to their defaults.

@@ -515,3 +515,22 @@ var testLogLevel = func() zerolog.Level {
 	}
 	return zerolog.WarnLevel
 }()
+
+// waitDone waits until every expected id has a prediction and the processor
+// has consumed every partition to its end (so that the labels after the last
+// prediction are applied too).
+func waitDone(t *testing.T, r *running, out *consumer, ref reference) []outRecord {
+	t.Helper()
+	outs := out.waitFor(90*time.Second, "all predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := r.p.Stats()
+		if st.Lag == 0 && r.p.Ready() && len(st.Partitions) > 0 {
+			return outs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processor not caught up: lag %d, ready %v", st.Lag, r.p.Ready())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -40,6 +40,10 @@ type worker struct {
 	seq               uint64
 	sinceCkpt         int
 	lastCkpt          time.Time
+	lag               int64           // last lag published to the counters
+	ckptBusy          bool            // a checkpoint is in flight (at most one per partition)
+	ckptDone          chan ckptResult // its outcome, read by the worker
+	carry             *snapshot       // the changes of an abandoned checkpoint, written by the next one
 	lastUpdated       *slot
 	restored          bool
 	lagGauge          prometheus.Gauge
@@ -139,12 +143,12 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	}
 	w.pend.load(entries)
 	w.p.c.pending.Add(int64(len(entries)))
-	w.cache = newLearnerCache(w.part, cfg.Model, w.store, cfg.MaxLearners, &w.p.c.inMemory)
+	w.cache = newLearnerCache(w.part, cfg.Model, w.store, cfg.MaxLearners, &w.p.c.inMemory, &w.p.c.onDisk)
 	n, err := w.store.CountLearners(w.part)
 	if err != nil {
 		return err
 	}
-	w.cache.onDisk = n
+	w.cache.setOnDisk(n)
 	w.onDiskGauge = w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part))
 	w.onDiskGauge.Set(float64(n))
 	w.lagGauge = w.p.m.lag.WithLabelValues(strconv.Itoa(w.part))
@@ -351,6 +355,10 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	defer func() {
 		w.p.c.pending.Add(-int64(w.pend.len()))
 		w.cache.release()
+		part := strconv.Itoa(w.part)
+		w.p.c.lag.Add(-w.lag)
+		w.p.m.lag.DeleteLabelValues(part)
+		w.p.m.onDisk.DeleteLabelValues(part)
 	}()
 	emCtx, emCancel := context.WithCancel(context.Background())
 	defer emCancel()
@@ -375,6 +383,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	}
 	w.markRestored()
 	w.lastCkpt = time.Now()
+	w.ckptDone = make(chan ckptResult, 1)
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -388,30 +397,29 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 			w.sinceCkpt++
 		}
-		if w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (w.sinceCkpt > 0 && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval) {
-			if err := w.checkpoint(ctx, gen); err != nil {
-				if errors.Is(err, errStoreFailed) {
-					return err
-				}
-				if ctx.Err() == nil {
-					w.log.Warn().Err(err).Msg("checkpoint postponed")
-				}
+		if err := w.pollCheckpoint(); err != nil {
+			return err
+		}
+		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (w.sinceCkpt > 0 && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
+			if err := w.startCheckpoint(ctx, gen); err != nil {
+				return err
 			}
 		}
 	}
-	// Revoked or shutting down: checkpoint what was processed, within the
-	// hard deadline.
-	if err := w.checkpoint(w.hard, gen); err != nil {
-		if errors.Is(err, errStoreFailed) {
-			return err
+	// Revoked or shutting down: let the checkpoint in flight finish, then
+	// checkpoint what was processed since, within the hard deadline.
+	if w.cfg.crashOnStop {
+		if w.ckptBusy {
+			<-w.ckptDone // the store closes after Run: no write may be left running
 		}
-		w.log.Warn().Err(err).Msg("final checkpoint skipped: the records since the last one will be replayed")
+		return nil
+	}
+	if err := w.finalCheckpoint(gen); err != nil {
+		return err
 	}
 	return nil
 }
 
-// nextOrTick returns the next record, or nil when tick fires first (so that
-// an idle partition still checkpoints on time).
 func (w *worker) nextOrTick(ctx context.Context, m *merger, tick <-chan time.Time) (*kafka.Message, bool, error) {
 	msg, lab, ok, err := m.next(ctx, tick)
 	if err != nil || !ok {
@@ -430,60 +438,6 @@ func (w *worker) markRestored() {
 	}
 }
 
-// checkpoint runs the protocol: (1) outputs acknowledged, (2) Badger
-// commit, (3) group commit.
-func (w *worker) checkpoint(ctx context.Context, gen *kafka.Generation) error {
-	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 {
-		return nil
-	}
-	start := time.Now()
-	if w.lost {
-		return errors.New("an output was given up; the records since the last checkpoint will be replayed")
-	}
-	if err := w.em.waitAcked(ctx, w.seq); err != nil {
-		return fmt.Errorf("waiting for output acknowledgements: %w", err)
-	}
-	learners, err := w.cache.dirtyOps()
-	if err != nil {
-		return fmt.Errorf("%w: %w", errStoreFailed, err)
-	}
-	pending := make([]checkpoint.Op, 0, len(w.pend.dirty))
-	for k := range w.pend.dirty {
-		op := checkpoint.Op{Key: []byte(k)}
-		if e, ok := w.pend.m[k]; ok {
-			op.Value = encodePending(e)
-		}
-		pending = append(pending, op)
-	}
-	cp := &checkpoint.Checkpoint{Meta: w.encodeMeta(), Learners: learners, Pending: pending}
-	if err := w.store.Commit(w.part, cp); err != nil {
-		return fmt.Errorf("%w: %w", errStoreFailed, err)
-	}
-	w.cache.committed()
-	clear(w.pend.dirty)
-	w.sinceCkpt = 0
-	w.lastCkpt = time.Now()
-	w.p.c.checkpoints.Add(1)
-	offsets := map[string]map[int]int64{}
-	if w.nextIn >= 0 {
-		offsets[w.cfg.InputTopic] = map[int]int64{w.part: max(w.nextIn, w.groupIn)}
-	}
-	if w.cfg.LabelsTopic != "" && w.nextLab >= 0 {
-		offsets[w.cfg.LabelsTopic] = map[int]int64{w.part: max(w.nextLab, w.groupLab)}
-	}
-	if err := gen.CommitOffsets(offsets); err != nil {
-		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
-	}
-	if w.lastUpdated != nil {
-		if kw, ok := w.lastUpdated.l.(kernelWeighter); ok {
-			w.p.m.setKernelWeights(w.part, kw.KernelWeights())
-		}
-	}
-	w.onDiskGauge.Set(float64(w.cache.onDisk))
-	w.p.m.checkpointDur.Observe(time.Since(start).Seconds())
-	return nil
-}
-
 // handle processes one record.
 func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool) error {
 	c := &w.p.c
@@ -491,12 +445,21 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	if fromLabels {
 		w.nextLab = msg.Offset + 1
 	} else {
+		if w.nextIn >= 0 && msg.Offset > w.nextIn {
+			w.rateLog("offset_gap", func(ev *zerolog.Event) {
+				ev.Int64("expected", w.nextIn).Int64("got", msg.Offset).
+					Msg("input offsets skipped (retention deleted them, or transaction markers): state rebuilt from here may differ")
+			})
+		}
 		emit = msg.Offset >= w.emitFrom
 		if !emit {
 			c.replayed.Add(1)
 		}
 		w.nextIn = msg.Offset + 1
-		w.lagGauge.Set(float64(max(msg.HighWaterMark-w.nextIn, 0)))
+		lag := max(msg.HighWaterMark-w.nextIn, 0)
+		w.lagGauge.Set(float64(lag))
+		w.p.c.lag.Add(lag - w.lag)
+		w.lag = lag
 		defer w.markRestored()
 	}
 	if len(msg.Value) > w.cfg.MaxValueBytes {

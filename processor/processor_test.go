@@ -40,7 +40,7 @@ func TestEquivalence(t *testing.T) {
 			dir := t.TempDir()
 			r := start(t, testConfig(t, addr, dir, spec, nil))
 			out := newConsumer(t, addr, tOut)
-			outs := out.waitFor(60*time.Second, "all predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+			outs := waitDone(t, r, out, ref)
 			r.stop(t)
 			checkPredictions(t, ref, outs)
 			checkStates(t, ref, dir)
@@ -73,7 +73,7 @@ func TestLabelsTopic(t *testing.T) {
 	cfg.LabelsTopic = tLabels
 	r := start(t, cfg)
 	out := newConsumer(t, addr, tOut)
-	outs := out.waitFor(60*time.Second, "all predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	outs := waitDone(t, r, out, ref)
 	// wait until the labels are applied too
 	deadline := time.Now().Add(30 * time.Second)
 	for r.p.Stats().Records["label"] < int64(len(recs)-len(ref.yhat)) && time.Now().Before(deadline) {
@@ -122,7 +122,7 @@ func TestBadInput(t *testing.T) {
 	r := start(t, testConfig(t, addr, dir, spec, nil))
 	out := newConsumer(t, addr, tOut)
 	dlq := newConsumer(t, addr, tDLQ)
-	outs := out.waitFor(60*time.Second, "predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	outs := waitDone(t, r, out, ref)
 	dead := dlq.waitFor(60*time.Second, "dead letters", atLeast(9))
 	r.stop(t)
 	checkPredictions(t, ref, outs)
@@ -169,6 +169,7 @@ func TestRestart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, addr, dir, spec, nil)
 	cfg.checkpointTxnBytes = 600 // every checkpoint spans several Badger transactions
+	cfg.MaxLearners = 1          // constant eviction and read-back, around checkpoints in flight
 	out := newConsumer(t, addr, tOut)
 
 	r := start(t, cfg)
@@ -177,7 +178,7 @@ func TestRestart(t *testing.T) {
 	first := r.p.Stats()
 	r = start(t, cfg)
 	produce(t, addr, recs[len(recs)/2:])
-	out.waitFor(60*time.Second, "all predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	waitDone(t, r, out, ref)
 	r.stop(t)
 	if r.p.staged.Load() == 0 {
 		t.Error("no checkpoint took the staged path")
@@ -263,7 +264,7 @@ func TestDecisions(t *testing.T) {
 			cfg.TopK = 3
 			r := start(t, cfg)
 			out := newConsumer(t, addr, tOut)
-			outs := out.waitFor(60*time.Second, "decisions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+			outs := waitDone(t, r, out, ref)
 			r.stop(t)
 			checkPredictions(t, ref, outs)
 			checkStates(t, ref, dir)
@@ -285,4 +286,40 @@ func TestDecisions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCrashRestart "kills" the processor four times mid-stream (the final
+// checkpoint skipped, as after SIGKILL; a checkpoint in flight may land or
+// not) and restarts it on the same directory each time; then a clean run
+// finishes the stream. The states equal the direct replay and every id has
+// a prediction; the outputs of the records since each last checkpoint are
+// emitted again (at least once).
+func TestCrashRestart(t *testing.T) {
+	c := startCluster(t, 0, "")
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	recs := stream(8, 90, 3, 17)
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	dir := t.TempDir()
+	cfg := testConfig(t, addr, dir, lmsSpec, nil)
+	cfg.CheckpointMaxRecords = 40
+	cfg.MaxLearners = 2
+	out := newConsumer(t, addr, tOut)
+	chunk := len(recs) / 5
+	for i := 0; i < 4; i++ {
+		produce(t, addr, recs[i*chunk:(i+1)*chunk])
+		crash := cfg
+		crash.crashOnStop = true
+		r := start(t, crash)
+		out.waitFor(60*time.Second, "progress", atLeast(len(out.got)+chunk/4))
+		r.stop(t)
+	}
+	produce(t, addr, recs[4*chunk:])
+	crashed := len(out.got)
+	r := start(t, cfg)
+	waitDone(t, r, out, ref)
+	r.stop(t)
+	checkPredictions(t, ref, out.got)
+	checkStates(t, ref, dir)
+	t.Logf("%d outputs for %d ids (%d during the crashed runs)", len(out.got), len(ref.yhat), crashed)
 }

@@ -47,7 +47,7 @@ func TestRebalance(t *testing.T) {
 	out.waitFor(60*time.Second, "two thirds of the predictions", atLeast(len(ref.yhat)/2))
 	a.stop(t)
 	produce(t, addr, recs[2*third:])
-	out.waitFor(90*time.Second, "all predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	waitDone(t, b, out, ref)
 	b.stop(t)
 	checkPredictions(t, ref, out.got)
 	checkStates(t, ref, dirB)
@@ -69,12 +69,15 @@ func TestMetrics(t *testing.T) {
 	cfg.Registerer = reg
 	r := start(t, cfg)
 	out := newConsumer(t, addr, tOut)
-	out.waitFor(60*time.Second, "predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	waitDone(t, r, out, ref)
 	deadline := time.Now().Add(10 * time.Second)
-	for r.p.Stats().Checkpoints == 0 && time.Now().Before(deadline) {
+	for r.p.Stats().LearnersOnDisk < int64(len(ref.states)) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	r.stop(t)
+	if st := r.p.Stats(); st.LearnersOnDisk != int64(len(ref.states)) || st.LearnersInMemory > int64(cfg.MaxLearners)+nParts {
+		t.Errorf("learners on disk %d (want %d), in memory %d (cap %d)", st.LearnersOnDisk, len(ref.states), st.LearnersInMemory, cfg.MaxLearners)
+	}
+	defer r.stop(t)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

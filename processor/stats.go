@@ -32,6 +32,9 @@ type Stats struct {
 	Replayed int64
 	// LearnersInMemory is the number of learner objects held in memory.
 	LearnersInMemory int64
+	// LearnersOnDisk is the number of learners stored in Badger for the
+	// partitions currently assigned.
+	LearnersOnDisk int64
 	// Checkpoints completed (all partitions).
 	Checkpoints int64
 	// LossSum and LossCount give the progressive loss (loss of each
@@ -42,6 +45,9 @@ type Stats struct {
 	// RewardSum and Rewards give the mean bandit reward.
 	RewardSum float64
 	Rewards   int64
+	// Lag is the sum over the assigned partitions of high-water mark minus
+	// next offset, as of each partition's last fetched record (0 when caught up).
+	Lag int64
 	// Partitions currently assigned and restored.
 	Partitions []int
 }
@@ -59,7 +65,9 @@ type counters struct {
 	numerical   atomic.Int64
 	replayed    atomic.Int64
 	inMemory    atomic.Int64
+	onDisk      atomic.Int64
 	checkpoints atomic.Int64
+	lag         atomic.Int64
 	lossBits    atomic.Uint64 // float64 sum, CAS-added
 	lossCount   atomic.Int64
 	rewardBits  atomic.Uint64
@@ -101,7 +109,9 @@ func (c *counters) snapshot() Stats {
 	s.NumericalRejections = c.numerical.Load()
 	s.Replayed = c.replayed.Load()
 	s.LearnersInMemory = c.inMemory.Load()
+	s.LearnersOnDisk = c.onDisk.Load()
 	s.Checkpoints = c.checkpoints.Load()
+	s.Lag = c.lag.Load()
 	s.LossCount = c.lossCount.Load()
 	s.LossSum = math.Float64frombits(c.lossBits.Load())
 	if s.LossCount > 0 {

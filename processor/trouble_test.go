@@ -38,7 +38,7 @@ func TestBrokerTrouble(t *testing.T) {
 	c = startCluster(t, port, data)
 	defer c.Close()
 	produce(t, addr, recs[2*len(recs)/3:])
-	out.waitFor(90*time.Second, "all predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	waitDone(t, r, out, ref)
 	r.stop(t)
 	checkPredictions(t, ref, out.got)
 	checkStates(t, ref, dir)

@@ -77,7 +77,7 @@ func TestCrashSafety(t *testing.T) {
 	go func() {
 		defer close(refDone)
 		p := refProc
-		waitCaughtUp(ctx, t, addr, "ref", p)
+		waitCaughtUp(ctx, t, addr, "ref", crashPartitions, p)
 		if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
 			t.Errorf("reference run: exit %d after SIGTERM; log tail:\n%s", code, tail(p.log, 3000))
 		}
@@ -117,7 +117,7 @@ func TestCrashSafety(t *testing.T) {
 		p.stop(t, syscall.SIGKILL, 10*time.Second)
 	}
 	p = startConsumer(t, crashCfg, crashLog)
-	waitCaughtUp(ctx, t, addr, "crash", p)
+	waitCaughtUp(ctx, t, addr, "crash", crashPartitions, p)
 	if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
 		t.Errorf("final run: exit %d after SIGTERM; log tail:\n%s", code, tail(crashLog, 3000))
 	}
@@ -186,10 +186,10 @@ func TestCrashSafety(t *testing.T) {
 	}
 }
 
-func waitCaughtUp(ctx context.Context, t *testing.T, addr, group string, p *consumerProcess) {
+func waitCaughtUp(ctx context.Context, t *testing.T, addr, group string, partitions int, p *consumerProcess) {
 	t.Helper()
 	for {
-		ok, err := caughtUp(ctx, addr, group, "features", crashPartitions)
+		ok, err := caughtUp(ctx, addr, group, "features", partitions)
 		if err == nil && ok {
 			return
 		}
@@ -208,6 +208,10 @@ func waitCaughtUp(ctx context.Context, t *testing.T, addr, group string, p *cons
 
 // learnerStates reads every learner blob of a stopped consumer's store.
 func learnerStates(t *testing.T, dir string) map[string][]byte {
+	return learnerStatesN(t, dir, crashPartitions)
+}
+
+func learnerStatesN(t *testing.T, dir string, partitions int) map[string][]byte {
 	t.Helper()
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatal(err)
@@ -218,7 +222,7 @@ func learnerStates(t *testing.T, dir string) map[string][]byte {
 	}
 	defer st.Close()
 	out := map[string][]byte{}
-	for part := 0; part < crashPartitions; part++ {
+	for part := 0; part < partitions; part++ {
 		err := st.EachLearner(part, func(key, blob []byte) error {
 			out[string(key)] = append([]byte(nil), blob...)
 			return nil

@@ -46,7 +46,7 @@ func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&d.keys, "demo-keys", 6, "routing keys of the synthetic stream")
 	fs.Float64Var(&d.rate, "demo-rate", 2000, "feature records per second fed to the broker (0 = as fast as possible)")
 	fs.StringVar(&d.models, "demo-models", "aogd-ald,nons-ald,fogd", "comma-separated algorithms, one consumer group each; the first writes to topic predictions, the others to predictions.<algorithm>")
-	fs.StringVar(&d.dir, "demo-dir", "", "checkpoint directory of the demo (default: a temporary directory, removed at exit)")
+	fs.StringVar(&d.dir, "demo-dir", "", "empty or new directory for the demo's checkpoints, kept at exit (default: a temporary directory, removed at exit)")
 	fs.StringVar(&d.httpAddr, "demo-http", "127.0.0.1:8080", "HTTP address of the first model's /metrics /healthz /readyz (empty = none)")
 	fs.StringVar(&d.logLevel, "demo-log-level", "warn", "log level of the demo's consumers")
 	fs.DurationVar(&d.every, "demo-every", 2*time.Second, "progress interval")
@@ -113,7 +113,13 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		}
 	}
 	dir := d.dir
-	if dir == "" {
+	if dir != "" {
+		// The demo's broker starts empty every run, so checkpoints of an
+		// earlier run would point at offsets that no longer exist.
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+			return fmt.Errorf("-demo-dir %s is not empty: the demo's broker starts empty, so give a new directory", dir)
+		}
+	} else {
 		tmp, err := os.MkdirTemp("", "kernelstream-demo-")
 		if err != nil {
 			return err

@@ -41,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var (
 		configPath = fs.String("config", "", "YAML configuration file (see docs/operations.md); KERNELSTREAM_<SECTION>_<KEY> variables override it")
-		check      = fs.Bool("check", false, "validate the configuration, print it (secrets redacted) and exit")
+		check      = fs.Bool("check", false, "validate the configuration and read its TLS/SASL files, print it (secrets redacted) and exit")
 		dumpState  = fs.String("dump-state", "", "print every learner stored in this checkpoint directory as JSON lines and exit")
 		dumpParts  = fs.Int("dump-partitions", 1024, "with -dump-state: partitions to look at (0..N-1)")
 		dumpBlobs  = fs.Bool("dump-blobs", false, "with -dump-state: include each state blob (base64)")
@@ -84,6 +84,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *check {
+		// Also read the TLS and SASL files, as the service would at start.
+		if _, _, err := cfg.Kafka.Clients(); err != nil {
+			fmt.Fprintln(stderr, "consumer:", err)
+			return 2
+		}
 		fmt.Fprint(stdout, cfg.String())
 		return 0
 	}

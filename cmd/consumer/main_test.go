@@ -33,14 +33,16 @@ type consumerProcess struct {
 	log  string
 }
 
-func startConsumer(t *testing.T, configPath, logPath string) *consumerProcess {
+// startConsumer starts the consumer on configPath, appending its output to
+// logPath; env adds environment variables (e.g. KERNELSTREAM_* overrides).
+func startConsumer(t *testing.T, configPath, logPath string, env ...string) *consumerProcess {
 	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-config", configPath)
-	cmd.Env = append(os.Environ(), asConsumer+"=1")
+	cmd.Env = append(append(os.Environ(), asConsumer+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -144,6 +146,11 @@ func TestRunFlags(t *testing.T) {
 	out, errb = capture{}, capture{}
 	if code := run([]string{"-config", bad}, &out, &errb); code != 2 || !contains(errb.String(), "bad.yaml:2: unknown key kafka.grup") {
 		t.Errorf("bad config: exit %d, stderr %s", code, errb)
+	}
+	noCA := writeConfig(t, dir, "noca.yaml", "model: {algorithm: aogd-ald, dim: 3}\nkafka: {tls: {enabled: true, ca_file: "+dir+"/missing.pem}}\n")
+	errb = capture{}
+	if code := run([]string{"-config", noCA, "-check"}, &out, &errb); code != 2 || !contains(errb.String(), "kafka.tls.ca_file") {
+		t.Errorf("-check with a missing CA file: exit %d, stderr %s", code, errb.String())
 	}
 	if code := run([]string{"-config", good, "extra"}, &out, &errb); code != 2 {
 		t.Errorf("extra argument: exit %d", code)

@@ -32,8 +32,8 @@ const (
 )
 
 // TestMembersJoinAndLeave runs the consumer group as separate processes, each
-// with its own checkpoint directory and stable identity (kafka.instance_id,
-// the StatefulSet pod name in Kubernetes), while a stream is produced:
+// with its own checkpoint directory and stable identity (POD_NAME, as the
+// StatefulSet sets it; kafka.instance_id empty), while a stream is produced:
 //
 //  1. members a, b and c start on an 8-partition topic;
 //  2. at 25% of the stream b is killed with SIGKILL: after the session
@@ -72,11 +72,10 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	memberCfg := func(name string) string {
 		return writeConfig(t, dir, name+".yaml", fmtConfig(addr, "grp", "out-grp", "dlq-grp", memberDir(name), ""))
 	}
-	// start launches one member; its identity comes from the environment
-	// (KERNELSTREAM_KAFKA_INSTANCE_ID), which startConsumer passes on.
+	// start launches one member; its identity is POD_NAME, as the
+	// StatefulSet sets it (kafka.instance_id is left empty).
 	start := func(name, cfg string) *consumerProcess {
-		t.Setenv("KERNELSTREAM_KAFKA_INSTANCE_ID", name)
-		return startConsumer(t, cfg, filepath.Join(dir, name+".log"))
+		return startConsumer(t, cfg, filepath.Join(dir, name+".log"), "POD_NAME="+name)
 	}
 
 	// The stream, produced at a steady rate while the members come and go.

@@ -67,10 +67,8 @@ func TestMetricsEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "m.yaml", fmtConfig(addr, "metrics", "out-m", "dlq-m", filepath.Join(dir, "state-1"), ""))
 	httpAddr := freeAddr(t)
-	t.Setenv("KERNELSTREAM_HTTP_ADDR", httpAddr)
-	t.Setenv("KERNELSTREAM_KAFKA_INSTANCE_ID", "metrics-1")
 	base := "http://" + httpAddr
-	p := startConsumer(t, cfg, filepath.Join(dir, "m1.log"))
+	p := startConsumer(t, cfg, filepath.Join(dir, "m1.log"), "KERNELSTREAM_HTTP_ADDR="+httpAddr, "POD_NAME=metrics-1")
 	defer func() {
 		if p.cmd.ProcessState == nil {
 			p.stop(t, syscall.SIGKILL, 10*time.Second)
@@ -217,8 +215,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 
 	// A member with an empty disk takes over: ready only after the replay.
 	cfg2 := writeConfig(t, dir, "m2.yaml", fmtConfig(addr, "metrics", "out-m", "dlq-m", filepath.Join(dir, "state-2"), ""))
-	t.Setenv("KERNELSTREAM_KAFKA_INSTANCE_ID", "metrics-2")
-	p = startConsumer(t, cfg2, filepath.Join(dir, "m2.log"))
+	p = startConsumer(t, cfg2, filepath.Join(dir, "m2.log"), "KERNELSTREAM_HTTP_ADDR="+httpAddr, "POD_NAME=metrics-2")
 	waitHTTP("/healthz of the second member", func() bool { code, _ := get(base + "/healthz"); return code == 200 })
 	notReady := 0
 	waitHTTP("/readyz of the second member", func() bool {

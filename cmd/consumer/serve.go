@@ -28,6 +28,11 @@ func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 	if err != nil {
 		return err
 	}
+	for _, b := range pcfg.GroupBalancers {
+		if sb, ok := b.(*processor.StickyBalancer); ok {
+			logger.Info().Str("member_identity", sb.Identity()).Msg("sticky partition assignment")
+		}
+	}
 	p, err := processor.New(pcfg)
 	if err != nil {
 		return err
@@ -64,7 +69,7 @@ func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 			return
 		case <-ctx.Done():
 		}
-		logger.Info().Dur("grace", cfg.Shutdown.Grace).Msg("signal received: finishing, checkpointing and leaving the group")
+		logger.Info().Dur("grace", cfg.Shutdown.Grace).Msg("stopping: finishing the records in hand, checkpointing and leaving the group")
 		select {
 		case <-done:
 		case <-time.After(cfg.Shutdown.Grace + 5*time.Second):

@@ -2,14 +2,12 @@ package linalg
 
 import "math"
 
-// Jacobi methods for the small dense decompositions that incremental
-// sketching learners (FORKS' TISVD) run in their update rounds: a symmetric
-// eigensolver for the (k+c) x (k+c) core matrix and a one-sided SVD for the
-// thin sketch whose pseudo-inverse defines the feature map. Both work in
-// caller-owned buffers (no allocation), are accurate to working precision
-// (Jacobi rotations are backward stable), and are deterministic. They cost
-// O(n^3) per sweep, so they suit n up to a few hundred; bigger one-off
-// decompositions should use gonum.
+// A Jacobi eigensolver for the small dense symmetric problems that
+// incremental sketching learners run in their update rounds (FORKS' TISVD
+// core matrix, (k+c) x (k+c)). It works in caller-owned buffers (no
+// allocation), is accurate to working precision (Jacobi rotations are
+// backward stable) and deterministic. It costs O(n^3) per sweep, so it suits
+// n up to a few hundred; bigger one-off decompositions should use gonum.
 
 // jacobiMaxSweeps bounds the sweeps; quadratic convergence makes 6-10 usual.
 const jacobiMaxSweeps = 60
@@ -101,63 +99,4 @@ func sortEigDesc(n int, vecs, vals []float64) {
 			vecs[r*m+i], vecs[r*m+best] = vecs[r*m+best], vecs[r*m+i]
 		}
 	}
-}
-
-// OneSidedSVD orthogonalises the columns of the m x n matrix a (column-major:
-// column j is a[j*m:(j+1)*m]; m >= n; destroyed) by Hestenes' one-sided Jacobi
-// rotations. On return column j of a is sig[j] u_j, sig[j] = ||column j|| >= 0
-// (unsorted), and the columns of v (n x n, row-major) are the right singular
-// vectors: a_in = sum_j sig_j u_j v_j^T. Zero columns stay zero (u_j is then
-// undefined and must be skipped by the caller). It returns the sweeps used.
-func OneSidedSVD(a []float64, m, n int, v, sig []float64) int {
-	a = a[:m*n]
-	v = v[:n*n]
-	sig = sig[:n]
-	for i := range v {
-		v[i] = 0
-	}
-	for i := 0; i < n; i++ {
-		v[i*n+i] = 1
-	}
-	const tol = 1e-15
-	sweeps := 0
-	for ; sweeps < jacobiMaxSweeps; sweeps++ {
-		rotated := false
-		for p := 0; p < n; p++ {
-			ap := a[p*m : (p+1)*m : (p+1)*m]
-			for q := p + 1; q < n; q++ {
-				aq := a[q*m : (q+1)*m : (q+1)*m]
-				alpha, beta, gamma := Dot(ap, ap), Dot(aq, aq), Dot(ap, aq)
-				if gamma == 0 || math.Abs(gamma) <= tol*math.Sqrt(alpha*beta) {
-					continue
-				}
-				rotated = true
-				zeta := (beta - alpha) / (2 * gamma)
-				t := 1 / (math.Abs(zeta) + math.Sqrt(1+zeta*zeta))
-				if zeta < 0 {
-					t = -t
-				}
-				c := 1 / math.Sqrt(1+t*t)
-				s := c * t
-				for i := range ap {
-					x, y := ap[i], aq[i]
-					ap[i] = c*x - s*y
-					aq[i] = s*x + c*y
-				}
-				for r := 0; r < n; r++ {
-					x, y := v[r*n+p], v[r*n+q]
-					v[r*n+p] = c*x - s*y
-					v[r*n+q] = s*x + c*y
-				}
-			}
-		}
-		if !rotated {
-			break
-		}
-	}
-	for j := 0; j < n; j++ {
-		col := a[j*m : (j+1)*m]
-		sig[j] = math.Sqrt(Dot(col, col))
-	}
-	return sweeps
 }

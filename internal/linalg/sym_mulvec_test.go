@@ -51,3 +51,44 @@ func BenchmarkSymMulVec(b *testing.B) {
 		}
 	})
 }
+
+func TestSymRank1FastIsRank1(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 4, 5, 9, 33} {
+		var a, b Sym
+		a.Reset(n, 1)
+		b.Reset(n, 1)
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = math.Sin(float64(3*i + 1))
+		}
+		for rep := 0; rep < 3; rep++ {
+			a.Rank1(-0.37, v)
+			b.Rank1Fast(-0.37, v)
+		}
+		for i := range a.Data {
+			if math.Float64bits(a.Data[i]) != math.Float64bits(b.Data[i]) {
+				t.Fatalf("n=%d element %d: %v vs %v", n, i, b.Data[i], a.Data[i])
+			}
+		}
+	}
+}
+
+func BenchmarkSymRank1(b *testing.B) {
+	const n = 455
+	var s Sym
+	s.Reset(n, 1)
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = 1e-3 * float64(i%7)
+	}
+	b.Run("Rank1/n=455", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s.Rank1(1e-9, v)
+		}
+	})
+	b.Run("Rank1Fast/n=455", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s.Rank1Fast(1e-9, v)
+		}
+	})
+}

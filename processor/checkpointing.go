@@ -1,0 +1,191 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
+)
+
+// A checkpoint of a partition is taken in two parts so that the worker does
+// not stop for the broker round trip and the fsync:
+//
+//   - on the worker goroutine, startCheckpoint takes a snapshot: the dirty
+//     learners serialized (and the blobs of evicted ones), the pending-map
+//     changes, the meta with the next offsets, and the sequence number of the
+//     last output emitted. The worker then goes on with the next records.
+//   - on its own goroutine, commitSnapshot runs the protocol of DESIGN.md on
+//     the snapshot: (1) wait until the emitter has every output up to that
+//     sequence number acknowledged, (2) Badger commit (atomic, package
+//     checkpoint), (3) group commit of the offsets.
+//
+// At most one checkpoint per partition is in flight. Evicted learners of the
+// snapshot stay readable from memory (learnerCache.inflight) until it is
+// committed, so Badger is never read for a key whose write is in progress.
+// If the acknowledgements cannot be had (revoke, broker outage), the
+// snapshot is abandoned: its changes are carried into the next snapshot
+// (written first, so newer values of the same keys win), and nothing reached
+// Badger. A store error is fatal.
+
+// snapshot is one partition checkpoint ready to commit.
+type snapshot struct {
+	cp        checkpoint.Checkpoint
+	seq       uint64
+	offsets   map[string]map[int]int64
+	fresh     int       // learners in it that were never stored
+	kernelW   []float64 // kernel weights of the last updated learner, if exposed
+	abandoned bool
+}
+
+type ckptResult struct {
+	snap  *snapshot
+	start time.Time
+	err   error
+}
+
+// startCheckpoint snapshots the partition and commits it in the background.
+func (w *worker) startCheckpoint(ctx context.Context, gen *kafka.Generation) error {
+	snap, err := w.takeSnapshot()
+	if err != nil || snap == nil {
+		return err
+	}
+	w.ckptBusy = true
+	start := time.Now()
+	go func() {
+		w.ckptDone <- ckptResult{snap: snap, start: start, err: w.commitSnapshot(ctx, gen, snap)}
+	}()
+	return nil
+}
+
+// takeSnapshot returns nil when nothing changed since the last checkpoint.
+func (w *worker) takeSnapshot() (*snapshot, error) {
+	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil {
+		return nil, nil
+	}
+	learners, fresh, err := w.cache.snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStoreFailed, err)
+	}
+	pending := make([]checkpoint.Op, 0, len(w.pend.dirty))
+	for k := range w.pend.dirty {
+		op := checkpoint.Op{Key: []byte(k)}
+		if e, ok := w.pend.m[k]; ok {
+			op.Value = encodePending(e)
+		}
+		pending = append(pending, op)
+	}
+	clear(w.pend.dirty)
+	snap := &snapshot{seq: w.seq, fresh: fresh,
+		cp: checkpoint.Checkpoint{Meta: w.encodeMeta(), Learners: learners, Pending: pending}}
+	if c := w.carry; c != nil {
+		snap.cp.Learners = append(c.cp.Learners, snap.cp.Learners...)
+		snap.cp.Pending = append(c.cp.Pending, snap.cp.Pending...)
+		snap.fresh += c.fresh
+		w.carry = nil
+	}
+	if w.lost {
+		snap.seq = ^uint64(0) // never acknowledged: this snapshot can only be abandoned
+	}
+	snap.offsets = map[string]map[int]int64{}
+	if w.nextIn >= 0 {
+		snap.offsets[w.cfg.InputTopic] = map[int]int64{w.part: max(w.nextIn, w.groupIn)}
+	}
+	if w.cfg.LabelsTopic != "" && w.nextLab >= 0 {
+		snap.offsets[w.cfg.LabelsTopic] = map[int]int64{w.part: max(w.nextLab, w.groupLab)}
+	}
+	if w.lastUpdated != nil {
+		if kw, ok := w.lastUpdated.l.(kernelWeighter); ok {
+			snap.kernelW = append([]float64(nil), kw.KernelWeights()...)
+		}
+	}
+	w.sinceCkpt = 0
+	w.lastCkpt = time.Now()
+	return snap, nil
+}
+
+// errAbandoned marks a checkpoint whose outputs were not acknowledged.
+var errAbandoned = errors.New("checkpoint abandoned: outputs not acknowledged")
+
+// commitSnapshot runs the protocol; it touches only the snapshot, the
+// emitter, the store and the generation (all safe from this goroutine).
+func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap *snapshot) error {
+	if snap.seq == ^uint64(0) {
+		return fmt.Errorf("%w: an output was given up", errAbandoned)
+	}
+	if err := w.em.waitAcked(ctx, snap.seq); err != nil {
+		return fmt.Errorf("%w: %w", errAbandoned, err)
+	}
+	if err := w.store.Commit(w.part, &snap.cp); err != nil {
+		return fmt.Errorf("%w: %w", errStoreFailed, err)
+	}
+	if err := gen.CommitOffsets(snap.offsets); err != nil {
+		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
+	}
+	return nil
+}
+
+// pollCheckpoint handles the outcome of the checkpoint in flight, if any.
+func (w *worker) pollCheckpoint() error {
+	if !w.ckptBusy {
+		return nil
+	}
+	select {
+	case res := <-w.ckptDone:
+		return w.complete(res)
+	default:
+		return nil
+	}
+}
+
+// complete applies a checkpoint's outcome on the worker goroutine.
+func (w *worker) complete(res ckptResult) error {
+	w.ckptBusy = false
+	switch {
+	case res.err == nil:
+		w.cache.committed(res.snap.fresh)
+		w.p.c.checkpoints.Add(1)
+		w.onDiskGauge.Set(float64(w.cache.onDisk))
+		if res.snap.kernelW != nil {
+			w.p.m.setKernelWeights(w.part, res.snap.kernelW)
+		}
+		w.p.m.checkpointDur.Observe(time.Since(res.start).Seconds())
+		return nil
+	case errors.Is(res.err, errStoreFailed):
+		return res.err
+	}
+	w.cache.abandoned()
+	w.carry = res.snap
+	w.log.Debug().Err(res.err).Msg("checkpoint abandoned; its changes go into the next one")
+	return nil
+}
+
+// finalCheckpoint waits for the checkpoint in flight, then checkpoints the
+// rest, all within the hard deadline. Without acknowledgements it gives up:
+// the records since the last checkpoint will be replayed by the next owner.
+func (w *worker) finalCheckpoint(gen *kafka.Generation) error {
+	if w.ckptBusy {
+		select {
+		case res := <-w.ckptDone:
+			if err := w.complete(res); err != nil {
+				return err
+			}
+		case <-w.hard.Done():
+			w.log.Warn().Msg("final checkpoint skipped: the checkpoint in flight did not finish in time")
+			return nil
+		}
+	}
+	snap, err := w.takeSnapshot()
+	if err != nil || snap == nil {
+		return err
+	}
+	res := ckptResult{snap: snap, start: time.Now()}
+	res.err = w.commitSnapshot(w.hard, gen, snap)
+	if res.err != nil && !errors.Is(res.err, errStoreFailed) {
+		w.log.Warn().Err(res.err).Msg("final checkpoint skipped: the records since the last one will be replayed")
+	}
+	return w.complete(res)
+}
