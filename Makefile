@@ -32,3 +32,8 @@ bench-e2e:
 # memory (figures in docs/scale.md). Takes several minutes.
 bench-keys:
 	$(GO) run ./cmd/benchkeys
+
+# The recommendation demo: decisions answered by BKB per user, clicks from a
+# simulated audience, live click rate against random choice (docs/bandits.md).
+run-bandit:
+	$(GO) run ./cmd/consumer -demo bandit

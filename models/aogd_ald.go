@@ -32,7 +32,7 @@ package models
 // notes the orthonormal form breaks down on near-duplicate pivots.
 //
 // Update reuses the kernel vector Predict just computed for the same x
-// (predictCache); results are bit-identical either way.
+// (predictMemo, memo.go); results are bit-identical either way.
 //
 // Deviations for a bounded stream, all documented in docs/regression.md:
 //   - L is kept over the whole dictionary, also after B0, so the cap below can
@@ -112,35 +112,6 @@ func (s *aldDictionary) valid() bool {
 	return true
 }
 
-// predictCache remembers which instance Predict last computed the kernel
-// vector (and, for NONS-ALD, the features) for, so that the Update of the same
-// instance right after it (inline labels) reuses them instead of recomputing
-// O(dj + j^2) work. It is valid only while the round counter is unchanged and
-// x is equal element by element; it is not learner state (never serialized),
-// and a hit yields bit-identical numbers to a recomputation.
-type predictCache struct {
-	x     []float64
-	t     int
-	valid bool
-}
-
-func (c *predictCache) store(x []float64, t int) {
-	c.x = append(c.x[:0], x...)
-	c.t, c.valid = t, true
-}
-
-func (c *predictCache) hit(x []float64, t int) bool {
-	if !c.valid || c.t != t || len(x) != len(c.x) {
-		return false
-	}
-	for i, v := range x {
-		if v != c.x[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // growBuf returns buf[:n], reallocating (doubling) only when cap(buf) < n.
 func growBuf(buf []float64, n int) []float64 {
 	if cap(buf) < n {
@@ -169,7 +140,7 @@ type aogdALD struct {
 
 	// scratch, capacity >= |S|+1
 	kv, l, beta, next []float64
-	cache             predictCache // kv holds kS(cache.x)
+	memo              predictMemo // kv holds kS(memo.x) at round memo.ver
 }
 
 func newAOGDALD(s *Setup) (Learner, error) {
@@ -189,7 +160,7 @@ func newAOGDALD(s *Setup) (Learner, error) {
 	b0 = max(1, min(b0, l.maxBudget))
 	l.b0 = p.Int("B0", b0, 0, math.MaxInt32)
 	l.S.d = s.Dim
-	l.cache.x = make([]float64, 0, s.Dim)
+	l.memo = newPredictMemo(s.Dim)
 	l.ensureScratch(1)
 	return l, nil
 }
@@ -203,7 +174,7 @@ func (l *aogdALD) Size() int { return l.S.size() }
 func (l *aogdALD) Predict(x []float64) Prediction {
 	kv := l.kv[:l.S.size()]
 	KernelVector(l.kern, kv, l.S.x, x)
-	l.cache.store(x, l.t)
+	l.memo.store(x, uint64(l.t))
 	return Prediction{Value: linalg.Dot(l.a, kv), Choice: -1, Prob: 1}
 }
 
@@ -213,10 +184,10 @@ func (l *aogdALD) Update(x []float64, _ Prediction, y float64) error {
 	}
 	j := l.S.size()
 	kv, lv := l.kv[:j], l.l[:j]
-	if !l.cache.hit(x, l.t) {
+	if !l.memo.hit(x, uint64(l.t)) {
 		KernelVector(l.kern, kv, l.S.x, x)
 	}
-	l.cache.valid = false // lv, beta and the state change below
+	l.memo.forget() // lv, beta and the state change below
 	yhat := linalg.Dot(l.a, kv)
 	g := l.loss.Deriv(yhat, y)
 	if isBad(g) {
@@ -323,7 +294,7 @@ func (l *aogdALD) UnmarshalBinary(blob []byte) error {
 	}
 	l.t, l.g2, l.n2, l.S, l.a = t, g2, n2, S, a
 	l.kv, l.l, l.beta, l.next = nil, nil, nil, nil
-	l.cache.valid = false
+	l.memo.forget()
 	l.ensureScratch(j + 1)
 	return nil
 }

@@ -57,9 +57,8 @@ type fogd struct {
 	w    []float64 // 2D
 	n    int       // updates seen
 
-	zs, wNew []float64 // scratch
-	memoOK   bool      // memoZ = z(memoX); z does not depend on the state
-	memoX    []float64
+	zs, wNew []float64   // scratch
+	memo     predictMemo // memoZ = z(memo.x); z does not depend on the state (version 0)
 	memoZ    []float64
 }
 
@@ -81,7 +80,7 @@ func newFOGD(s *Setup) (Learner, error) {
 		d: s.Dim, D: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
 		u: make([]float64, D*s.Dim), w: make([]float64, 2*D),
 		zs: make([]float64, 2*D), wNew: make([]float64, 2*D),
-		memoX: make([]float64, s.Dim), memoZ: make([]float64, 2*D),
+		memo: newPredictMemo(s.Dim), memoZ: make([]float64, 2*D),
 	}
 	rng := NewRand(s.Seed)
 	for i := range l.u {
@@ -106,8 +105,7 @@ func (l *fogd) features(dst, x []float64) {
 
 func (l *fogd) Predict(x []float64) Prediction {
 	l.features(l.memoZ, x)
-	copy(l.memoX, x)
-	l.memoOK = true
+	l.memo.store(x, 0)
 	return Prediction{Value: linalg.Dot(l.w, l.memoZ), Choice: -1, Prob: 1}
 }
 
@@ -116,7 +114,7 @@ func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
 		y = Label(y)
 	}
 	z := l.zs
-	if l.memoOK && len(x) == l.d && fogdEqual(x, l.memoX) {
+	if l.memo.hit(x, 0) {
 		copy(z, l.memoZ)
 	} else {
 		l.features(z, x)
@@ -133,15 +131,6 @@ func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
 	}
 	l.n++
 	return nil
-}
-
-func fogdEqual(a, b []float64) bool {
-	for i, v := range a {
-		if v != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func (l *fogd) MarshalBinary() ([]byte, error) {
@@ -166,6 +155,6 @@ func (l *fogd) UnmarshalBinary(blob []byte) error {
 	}
 	l.n = n
 	copy(l.w, w)
-	l.memoOK = false
+	l.memo.forget()
 	return nil
 }

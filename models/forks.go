@@ -131,14 +131,21 @@ type forks struct {
 }
 
 // forksMemo lets Update reuse the kernel work of the Predict that preceded it
-// on the same x (the usual inline-label case). It is invisible: a miss just
-// recomputes.
+// on the same x (the usual inline-label case), keyed on the stage-1
+// generation. It is invisible: a miss just recomputes.
 type forksMemo struct {
-	ok  bool
-	gen uint64
-	x   []float64
+	predictMemo
 	f   float64   // stage 1
 	phi []float64 // stage 2
+}
+
+// stage1Score returns the stage-1 score of x, from the memo when the last
+// Predict computed it for x against the current stage-1 model.
+func (m *forksMemo) stage1Score(s *forksStage1, k Kernel, x []float64) float64 {
+	if m.hit(x, s.gen) {
+		return m.f
+	}
+	return s.score(k, x)
 }
 
 func newFORKS(s *Setup) (Learner, error) {
@@ -180,7 +187,7 @@ func newFORKS(s *Setup) (Learner, error) {
 	l.w = make([]float64, k)
 	l.vNew = make([]float64, k)
 	l.psi = make([]float64, B)
-	l.memo.x = make([]float64, s.Dim)
+	l.memo.predictMemo = newPredictMemo(s.Dim)
 	l.memo.phi = make([]float64, k)
 	return l, nil
 }
@@ -248,52 +255,22 @@ func (l *forks) Predict(x []float64) Prediction {
 			f = l.clamp(f)
 		}
 	}
-	copy(l.memo.x, x)
-	l.memo.gen, l.memo.ok = l.st1.gen, true
+	l.memo.store(x, l.st1.gen)
 	return Prediction{Value: f, Choice: -1, Prob: 1}
-}
-
-func (l *forks) memoHit(x []float64) bool {
-	if !l.memo.ok || l.memo.gen != l.st1.gen || len(x) != len(l.memo.x) {
-		return false
-	}
-	for i, v := range x {
-		if v != l.memo.x[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func (l *forks) Update(x []float64, _ Prediction, y float64) error {
 	y = l.label(y)
 	if !l.sketched {
-		f := l.memo.f
-		if !l.memoHit(x) {
-			f = l.st1.score(l.kern, x)
-		}
-		coef, add := forksAdmit(l.loss, l.cls, f, y, l.eta)
-		if !add {
-			return nil
-		}
-		if math.IsNaN(coef) || math.IsInf(coef, 0) || !linalg.AllFinite(x) {
-			return fmt.Errorf("forks: stage-1 coefficient %v: %w", coef, ErrNumerical)
-		}
-		l.st1.add(x, coef)
-		if l.st1.n == l.B {
-			if err := l.buildSketch(); err != nil {
-				l.st1.pop()
-				return err
-			}
-		}
-		return nil
+		f := l.memo.stage1Score(&l.st1, l.kern, x)
+		return l.st1.update("forks", l.loss, l.cls, l.eta, x, f, y, l.buildSketch)
 	}
 	r := l.r + 1
 	if r%l.rho == 0 {
 		return l.updateRound(x, y, r)
 	}
 	phi := l.phi
-	if l.memoHit(x) {
+	if l.memo.hit(x, l.st1.gen) {
 		copy(phi, l.memo.phi)
 	} else {
 		l.features(phi, x)
@@ -767,7 +744,7 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 	copy(l.st1.alpha, alpha)
 	l.st1.gen++
 	l.sketched = sketched
-	l.memo.ok = false
+	l.memo.forget()
 	if sketched {
 		l.allocSketch()
 		l.r = r
@@ -824,6 +801,28 @@ func (s *forksStage1) pop() {
 	s.n--
 	s.alpha[s.n] = 0
 	s.gen++
+}
+
+// update is the stage-1 round of Update shared by FORKS and NOGD (Algorithm
+// 1 lines 4-6): given the score f of x, add x with its KOGD coefficient when
+// forksAdmit says so; when that fills the budget, build stage 2 with full,
+// undoing the addition if full fails. algo names the learner in errors.
+func (s *forksStage1) update(algo string, loss Loss, cls bool, eta float64, x []float64, f, y float64, full func() error) error {
+	coef, add := forksAdmit(loss, cls, f, y, eta)
+	if !add {
+		return nil
+	}
+	if math.IsNaN(coef) || math.IsInf(coef, 0) || !linalg.AllFinite(x) {
+		return fmt.Errorf("%s: stage-1 coefficient %v: %w", algo, coef, ErrNumerical)
+	}
+	s.add(x, coef)
+	if s.n == len(s.alpha) {
+		if err := full(); err != nil {
+			s.pop()
+			return err
+		}
+	}
+	return nil
 }
 
 // forksAdmit decides whether stage 1 adds x (see the file comment) and

@@ -54,11 +54,7 @@ type nogd struct {
 	w        []float64 // k
 
 	phi, wNew []float64 // scratch
-	memoOK    bool
-	memoGen   uint64
-	memoX     []float64
-	memoF     float64   // stage 1
-	memoPhi   []float64 // stage 2
+	memo      forksMemo // phi: the stage-2 features
 }
 
 func newNOGD(s *Setup) (Learner, error) {
@@ -75,7 +71,7 @@ func newNOGD(s *Setup) (Learner, error) {
 	l := &nogd{
 		d: s.Dim, B: B, k: k, eta: eta, kern: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 		phi: make([]float64, k), wNew: make([]float64, k),
-		memoX: make([]float64, s.Dim), memoPhi: make([]float64, k),
+		memo: forksMemo{predictMemo: newPredictMemo(s.Dim), phi: make([]float64, k)},
 	}
 	l.st1.init(B, s.Dim)
 	return l, nil
@@ -96,18 +92,13 @@ func (l *nogd) Predict(x []float64) Prediction {
 	var f float64
 	if !l.sketched {
 		f = l.st1.score(l.kern, x)
-		l.memoF = f
+		l.memo.f = f
 	} else {
-		l.features(l.memoPhi, x)
-		f = linalg.Dot(l.w, l.memoPhi)
+		l.features(l.memo.phi, x)
+		f = linalg.Dot(l.w, l.memo.phi)
 	}
-	copy(l.memoX, x)
-	l.memoOK, l.memoGen = true, l.st1.gen
+	l.memo.store(x, l.st1.gen)
 	return Prediction{Value: f, Choice: -1, Prob: 1}
-}
-
-func (l *nogd) memoHit(x []float64) bool {
-	return l.memoOK && l.memoGen == l.st1.gen && len(x) == l.d && fogdEqual(x, l.memoX)
 }
 
 func (l *nogd) Update(x []float64, _ Prediction, y float64) error {
@@ -115,29 +106,12 @@ func (l *nogd) Update(x []float64, _ Prediction, y float64) error {
 		y = Label(y)
 	}
 	if !l.sketched {
-		f := l.memoF
-		if !l.memoHit(x) {
-			f = l.st1.score(l.kern, x)
-		}
-		coef, add := forksAdmit(l.loss, l.cls, f, y, l.eta)
-		if !add {
-			return nil
-		}
-		if math.IsNaN(coef) || math.IsInf(coef, 0) || !linalg.AllFinite(x) {
-			return fmt.Errorf("nogd: stage-1 coefficient %v: %w", coef, ErrNumerical)
-		}
-		l.st1.add(x, coef)
-		if l.st1.n == l.B {
-			if err := l.buildMap(); err != nil {
-				l.st1.pop()
-				return err
-			}
-		}
-		return nil
+		f := l.memo.stage1Score(&l.st1, l.kern, x)
+		return l.st1.update("nogd", l.loss, l.cls, l.eta, x, f, y, l.buildMap)
 	}
 	phi := l.phi
-	if l.memoHit(x) {
-		copy(phi, l.memoPhi)
+	if l.memo.hit(x, l.st1.gen) {
+		copy(phi, l.memo.phi)
 	} else {
 		l.features(phi, x)
 	}
@@ -244,6 +218,6 @@ func (l *nogd) UnmarshalBinary(blob []byte) error {
 	l.st1.gen++
 	l.sketched = sketched
 	l.m, l.w = m, w
-	l.memoOK = false
+	l.memo.forget()
 	return nil
 }

@@ -30,7 +30,7 @@ package models
 //     with q = A^{-1} phi, which lets the whole round be computed in scratch and
 //     validated before anything is committed (numerical guard).
 //   - Update reuses the kernel vector and features Predict just computed for the
-//     same x (predictCache, aogd_ald.go); results are bit-identical either way.
+//     same x (predictMemo, memo.go); results are bit-identical either way.
 //   - [RECON] §1.6.3 step 2 and §1.10.7: the projection (8) of w_{t+1} needs
 //     x_{t+1}, so it is lazy. The state holds wtilde (pending) and Update first
 //     projects it with the old-basis features of its own x, before any basis
@@ -90,7 +90,7 @@ type nonsALD struct {
 
 	// scratch, capacity >= |S|+1
 	kv, l, v, phi, q, z, next, zeros []float64
-	cache                            predictCache // kv, l hold kS(cache.x), L^{-1} kS(cache.x)
+	memo                             predictMemo // kv, l hold kS(memo.x), L^{-1} kS(memo.x) at round memo.ver
 }
 
 func newNONSALD(s *Setup) (Learner, error) {
@@ -107,7 +107,7 @@ func newNONSALD(s *Setup) (Learner, error) {
 	}
 	l.eta = p.Positive("eta", 1/(4*(l.u*l.u+1)))
 	l.S.d = s.Dim
-	l.cache.x = make([]float64, 0, s.Dim)
+	l.memo = newPredictMemo(s.Dim)
 	l.ensureScratch(1)
 	return l, nil
 }
@@ -127,7 +127,7 @@ func (l *nonsALD) Predict(x []float64) Prediction {
 	kv, lv := l.kv[:j], l.l[:j]
 	KernelVector(l.kern, kv, l.S.x, x)
 	l.S.L.SolveLower(lv, kv)
-	l.cache.store(x, l.t)
+	l.memo.store(x, uint64(l.t))
 	yt := linalg.Dot(l.w, lv)
 	if l.pending {
 		yt = l.clip(yt)
@@ -148,12 +148,12 @@ func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
 	j := l.S.size()
 	kv, lv := l.kv[:j], l.l[:j]
 	var alphaT float64 // lv = phi_old(x)
-	if l.cache.hit(x, l.t) {
+	if l.memo.hit(x, uint64(l.t)) {
 		alphaT = math.Max(l.kern.Diag(x)-linalg.Dot(lv, lv), 0) // as residual computes it
 	} else {
 		alphaT, _ = l.S.residual(l.kern, x, kv, lv)
 	}
-	l.cache.valid = false
+	l.memo.forget()
 
 	// Step 2: the pending projection (8) with this x in the old basis.
 	wp := l.next[:j+1]
@@ -255,7 +255,7 @@ func (l *nonsALD) UnmarshalBinary(blob []byte) error {
 		return err
 	}
 	l.t, l.pending, l.S, l.w, l.C = t, pending, S, w, C
-	l.cache.valid = false
+	l.memo.forget()
 	l.kv, l.l, l.v, l.phi, l.q, l.z, l.next, l.zeros = nil, nil, nil, nil, nil, nil, nil, nil
 	l.ensureScratch(j + 1)
 	return nil

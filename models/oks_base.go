@@ -408,10 +408,9 @@ type kernelArms struct {
 	arms      []kernelArm
 
 	// scratch cache of the last Predict (valid while the arm is unchanged):
-	// f_i(x) and the kernel vector k(s_j, x)
+	// f_i(x) and the kernel vector k(s_j, x) of arm cArm, at its version memo.ver
 	cArm int
-	cVer uint64
-	cX   []float64
+	memo predictMemo
 	cF   float64
 	kv   []float64
 	// staged step
@@ -423,7 +422,7 @@ type kernelArms struct {
 }
 
 func newKernelArms(sigmas []float64, d, maxBudget int) *kernelArms {
-	b := &kernelArms{d: d, maxBudget: maxBudget, arms: make([]kernelArm, len(sigmas)), cArm: -1, cX: make([]float64, d)}
+	b := &kernelArms{d: d, maxBudget: maxBudget, arms: make([]kernelArm, len(sigmas)), cArm: -1, memo: newPredictMemo(d)}
 	for i, s := range sigmas {
 		b.arms[i].gamma = 1 / (2 * s * s)
 	}
@@ -441,30 +440,18 @@ func (b *kernelArms) kvFor(i int) []float64 {
 
 func (b *kernelArms) predict(i int, x []float64) float64 {
 	f := b.arms[i].eval(x, b.kvFor(i))
-	b.cArm, b.cVer, b.cF = i, b.arms[i].ver, f
-	copy(b.cX, x)
+	b.cArm, b.cF = i, f
+	b.memo.store(x, b.arms[i].ver)
 	return f
 }
 
 // current returns f_i(x) for the arm as it is now, with b.kv holding the
 // kernel vector, from the cache when valid.
 func (b *kernelArms) current(i int, x []float64) float64 {
-	if b.cArm == i && b.cVer == b.arms[i].ver && oksSameVector(b.cX, x) {
+	if b.cArm == i && b.memo.hit(x, b.arms[i].ver) {
 		return b.cF
 	}
 	return b.predict(i, x)
-}
-
-func oksSameVector(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func (b *kernelArms) stage(i int, x []float64, coef, radius float64) bool {

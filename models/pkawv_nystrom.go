@@ -106,13 +106,13 @@ type pkawvNystrom struct {
 	head  int // oldest row of the ring once it is full
 
 	// scratch filled by prepare
-	memo               kawvMemo
-	next               linalg.Tri // factor after this record's row (and centre)
-	a, q, tmp, c, rowk []float64
-	gnext, zv, wv, mv  []float64
-	add, ok            bool
-	prob, kappa, gnew  float64
-	predAWV, predRidge float64
+	memo                    kawvMemo
+	next                    linalg.Tri // factor after this record's row (and centre)
+	a, q, tmp, c, rowk      []float64
+	gnext, zv, wv, mv, work []float64
+	add, ok                 bool
+	prob, kappa, gnew       float64
+	predAWV, predRidge      float64
 }
 
 func newPKAWVNystrom(s *Setup) (Learner, error) {
@@ -172,7 +172,8 @@ func (l *pkawvNystrom) prepare(x []float64) {
 
 	// H += a a', written into the scratch factor (the state's is untouched).
 	copy(l.tmp, l.a[:m])
-	l.ok = l.fac.Rank1UpdateTo(&l.next, l.tmp)
+	l.work = growTo(l.work, 2*m)
+	l.ok = l.fac.Rank1UpdateTo(&l.next, l.tmp, l.work)
 	mn := m
 	l.gnext = growTo(l.gnext, m+1)
 	copy(l.gnext, l.g)

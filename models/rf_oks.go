@@ -82,14 +82,15 @@ type rfArms struct {
 	clip   float64
 	norm   float64   // 1/sqrt(D)
 	w      []float64 // K x 2D weights, row-major
-	// scratch caches: u = Omega x for cX; z for (zArm, zX)
-	u, cX  []float64
-	nz     []int // scratch: indices of the non-zero input coordinates
-	uValid bool
-	z, zX  []float64
-	zArm   int
-	sArm   int
-	sCoef  float64
+	// scratch caches: u = Omega x for uMemo.x; z = z_i(x) for zMemo.x and
+	// the arm i = zMemo.ver
+	u     []float64
+	uMemo predictMemo
+	nz    []int // scratch: indices of the non-zero input coordinates
+	z     []float64
+	zMemo predictMemo
+	sArm  int
+	sCoef float64
 }
 
 func newRFArms(s *Setup, sigmas []float64, u float64, rng *Rand) *rfArms {
@@ -103,8 +104,8 @@ func newRFArms(s *Setup, sigmas []float64, u float64, rng *Rand) *rfArms {
 		d: s.Dim, nf: nf, clip: clip, norm: 1 / math.Sqrt(float64(nf)),
 		invSig: make([]float64, len(sigmas)),
 		w:      make([]float64, len(sigmas)*2*nf),
-		u:      make([]float64, nf), cX: make([]float64, s.Dim), nz: make([]int, 0, s.Dim),
-		z: make([]float64, 2*nf), zX: make([]float64, s.Dim), zArm: -1,
+		u:      make([]float64, nf), uMemo: newPredictMemo(s.Dim), nz: make([]int, 0, s.Dim),
+		z: make([]float64, 2*nf), zMemo: newPredictMemo(s.Dim),
 	}
 	for i, sg := range sigmas {
 		b.invSig[i] = 1 / sg
@@ -130,17 +131,15 @@ func drawFrequencies(seed uint64, nf, d int) []float64 {
 
 // features fills b.z with z_i(x), reusing Omega x and z when x is unchanged.
 func (b *rfArms) features(i int, x []float64) {
-	if b.zArm == i && oksSameVector(b.zX, x) {
+	if b.zMemo.hit(x, uint64(i)) {
 		return
 	}
-	if !b.uValid || !oksSameVector(b.cX, x) {
+	if !b.uMemo.hit(x, 0) {
 		b.project(x)
-		copy(b.cX, x)
-		b.uValid = true
+		b.uMemo.store(x, 0)
 	}
 	linalg.CosSinScaled(b.z, b.u, b.invSig[i], b.norm)
-	b.zArm = i
-	copy(b.zX, x)
+	b.zMemo.store(x, uint64(i))
 }
 
 // project sets u = Omega x, eight input coordinates per pass over u (fewer
@@ -238,6 +237,7 @@ func (b *rfArms) unmarshal(r *StateReader) func() {
 			b.omega = drawFrequencies(seed, b.nf, b.d)
 		}
 		copy(b.w, w)
-		b.uValid, b.zArm = false, -1
+		b.uMemo.forget()
+		b.zMemo.forget()
 	}
 }

@@ -168,14 +168,11 @@ func (w *worker) complete(res ckptResult) error {
 // the records since the last checkpoint will be replayed by the next owner.
 func (w *worker) finalCheckpoint(gen *kafka.Generation) error {
 	if w.ckptBusy {
-		select {
-		case res := <-w.ckptDone:
-			if err := w.complete(res); err != nil {
-				return err
-			}
-		case <-w.hard.Done():
-			w.log.Warn().Msg("final checkpoint skipped: the checkpoint in flight did not finish in time")
-			return nil
+		// Always wait: its context (the worker's) is cancelled, so it ends
+		// at once unless it is inside the Badger or group commit, which are
+		// bounded; and the store must not be closed under it.
+		if err := w.complete(<-w.ckptDone); err != nil {
+			return err
 		}
 	}
 	snap, err := w.takeSnapshot()

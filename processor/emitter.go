@@ -85,8 +85,9 @@ func (e *emitter) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if isTooLarge(err) {
-				stripOversized(msgs)
+			if isTooLarge(err) && stripOversized(msgs) {
+				e.log.Warn().Err(err).Msg("dead letter refused as too large by the DLQ topic: resent without its value")
+				continue
 			}
 			ep.fail(err)
 			select {
@@ -148,13 +149,15 @@ func isTooLarge(err error) bool {
 // stripOversized replaces the value of dead letters the brokers refuse as too
 // large by nothing, with a header giving the original size (the one case
 // where a dead letter is not the record unchanged).
-func stripOversized(msgs []kafka.Message) {
+func stripOversized(msgs []kafka.Message) (stripped bool) {
 	for i := range msgs {
 		if len(msgs[i].Value) > strippedAbove && hasHeader(msgs[i].Headers, headerReason) {
 			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerOmitted, Value: []byte(strconv.Itoa(len(msgs[i].Value)))})
 			msgs[i].Value = nil
+			stripped = true
 		}
 	}
+	return stripped
 }
 
 // strippedAbove is the value size above which a refused dead letter loses its value.

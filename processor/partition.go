@@ -365,18 +365,26 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	w.em = newEmitter(w.w, w.log, w.p.m, w.cfg.RetryBackoffMax)
 	go w.em.run(emCtx)
 
+	// The fetchers stop before their readers close (else a closed reader's
+	// EOF would read as an outage).
 	fctx, fcancel := context.WithCancel(ctx)
-	defer fcancel()
+	var readers []*kafka.Reader
+	defer func() {
+		fcancel()
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
 	rlIn := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.InputTopic)}
 	inR := w.newReader(w.cfg.InputTopic, w.nextIn, rlIn)
-	defer inR.Close()
+	readers = append(readers, inR)
 	inCh := make(chan fetched, 256)
 	go fetch(fctx, inR, rlIn, inCh, w.cfg.LabelsTopic != "")
 	m := &merger{in: inCh}
 	if w.cfg.LabelsTopic != "" {
 		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
 		labR := w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
-		defer labR.Close()
+		readers = append(readers, labR)
 		labCh := make(chan fetched, 256)
 		go fetch(fctx, labR, rlLab, labCh, true)
 		m.lab = labCh
@@ -384,6 +392,12 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	w.markRestored()
 	w.lastCkpt = time.Now()
 	w.ckptDone = make(chan ckptResult, 1)
+	defer func() {
+		if w.ckptBusy { // a fatal return: the store must not close under it
+			<-w.ckptDone
+			w.ckptBusy = false
+		}
+	}()
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -411,6 +425,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	if w.cfg.crashOnStop {
 		if w.ckptBusy {
 			<-w.ckptDone // the store closes after Run: no write may be left running
+			w.ckptBusy = false
 		}
 		return nil
 	}

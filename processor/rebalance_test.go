@@ -99,7 +99,7 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{"records_total", "predictions_total", "updates_total", "dead_letters_total", "pending_labels",
 		"pending_expired_total", "checkpoint_duration_seconds", "partition_lag_records", "input_to_prediction_seconds",
 		"progressive_loss", "learners_in_memory", "learners_on_disk", "replayed_records_total", "numerical_rejections_total",
-		"unknown_labels_total", "decisions_total", "checkpoints_total"} {
+		"unknown_labels_total", "decisions_total", "checkpoints_total", "kernel_weight"} {
 		if _, ok := value["kernelstream_"+want]; !ok {
 			t.Errorf("metric kernelstream_%s missing", want)
 		}

@@ -97,3 +97,7 @@ func (b *ptestUCB) Choose(arms [][]float64) models.Decision {
 func (b *ptestUCB) Observe(x []float64, reward float64) error {
 	return b.Update(x, models.Prediction{}, reward)
 }
+
+// KernelWeights exposes w as if they were kernel weights (the optional
+// capability exported as kernelstream_kernel_weight).
+func (l *ptestLMS) KernelWeights() []float64 { return append([]float64(nil), l.w...) }

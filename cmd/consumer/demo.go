@@ -28,6 +28,8 @@ const DemoPort = 19092
 
 type demoFlags struct {
 	enabled  bool
+	mode     string          // "stream" (-demo) or "bandit" (-demo bandit, -demo=bandit)
+	set      map[string]bool // flags given on the command line (the bandit demo has its own defaults)
 	port     int
 	records  int
 	keys     int
@@ -40,7 +42,7 @@ type demoFlags struct {
 }
 
 func (d *demoFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&d.enabled, "demo", false, "run the demo: embedded broker, synthetic stream with delayed labels, live progress on stderr")
+	fs.Var(demoMode{d}, "demo", "run the demo: embedded broker, synthetic stream with delayed labels, live progress on stderr; `-demo bandit`: the recommendation demo (decisions and clicks)")
 	fs.IntVar(&d.port, "demo-port", DemoPort, "demo broker port on 127.0.0.1 (0 = any free port)")
 	fs.IntVar(&d.records, "demo-records", 0, "stop after this many feature records are predicted and learned (0 = run until Ctrl-C)")
 	fs.IntVar(&d.keys, "demo-keys", 6, "routing keys of the synthetic stream")
@@ -105,6 +107,9 @@ func (m *demoModel) stats() (processor.Stats, bool) {
 }
 
 func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
+	if d.mode == "bandit" {
+		return runBanditDemo(ctx, d, out)
+	}
 	algs := strings.Split(d.models, ",")
 	for i, a := range algs {
 		algs[i] = strings.TrimSpace(a)

@@ -6,6 +6,7 @@
 //	consumer -config FILE           run the service (KERNELSTREAM_<SECTION>_<KEY> overrides)
 //	consumer -config FILE -check    validate the configuration and exit
 //	consumer -demo                  embedded broker + synthetic stream + live progress (make run)
+//	consumer -demo bandit           the same with decisions: a users-by-items click environment (make run-bandit)
 //	consumer -dump-state DIR        print the learners stored in a checkpoint directory
 //
 // Signals: SIGTERM or SIGINT cancels the processor, which finishes the
@@ -54,6 +55,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if demo.enabled && fs.NArg() > 0 && fs.Arg(0) == "bandit" {
+		// `-demo bandit [flags]`: the flag package stops at "bandit".
+		demo.mode = "bandit"
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return 2
+		}
+	}
+	demo.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { demo.set[f.Name] = true })
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "consumer: unexpected arguments %q\n", fs.Args())
 		return 2

@@ -13,7 +13,7 @@ func TestRank1UpdateToMatchesRank1Update(t *testing.T) {
 		seed = seed*6364136223846793005 + 1442695040888963407
 		return float64(seed>>11)/float64(1<<53) - 0.5
 	}
-	for _, n := range []int{1, 2, 5, 17, 40} {
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 17, 40} {
 		var l Tri
 		for i := 0; i < n; i++ {
 			row := make([]float64, i)
@@ -29,7 +29,7 @@ func TestRank1UpdateToMatchesRank1Update(t *testing.T) {
 		}
 		x1, x2 := append([]float64(nil), x...), append([]float64(nil), x...)
 		var out Tri
-		if !l.Rank1UpdateTo(&out, x1) {
+		if !l.Rank1UpdateTo(&out, x1, make([]float64, 2*n)) {
 			t.Fatal("update failed")
 		}
 		for i := range src {
@@ -60,7 +60,7 @@ func TestRank1UpdateToMatchesRank1Update(t *testing.T) {
 		}
 	}
 	var empty, out Tri
-	if !empty.Rank1UpdateTo(&out, nil) || out.N != 0 {
+	if !empty.Rank1UpdateTo(&out, nil, nil) || out.N != 0 {
 		t.Fatal("empty update")
 	}
 }
@@ -80,6 +80,7 @@ func BenchmarkTriRank1(b *testing.B) {
 		x[i] = 0.1
 	}
 	var dst Tri
+	work := make([]float64, 2*n)
 	b.Run("CopyRank1Update/n=256", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			dst.Data = append(dst.Data[:0], l.Data...)
@@ -91,7 +92,7 @@ func BenchmarkTriRank1(b *testing.B) {
 	b.Run("Rank1UpdateTo/n=256", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			copy(w, x)
-			l.Rank1UpdateTo(&dst, w)
+			l.Rank1UpdateTo(&dst, w, work)
 		}
 	})
 }

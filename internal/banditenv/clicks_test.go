@@ -1,0 +1,294 @@
+package banditenv
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// clickSpec is the demo's learner: BKB per user on the items' features.
+var clickSpec = models.Spec{Algorithm: "bkb", Dim: DefaultClickDim, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1},
+	Params: map[string]any{"xi": 0.5, "beta": 1.0}, Seed: 1}
+
+// loopResult is a closed loop run directly (no Kafka).
+type loopResult struct {
+	byKey    map[string][]string // each user's records, in order
+	clicks   []bool              // by plan position
+	prob     []float64           // click probability of the chosen item, by plan position
+	random   []float64           // expected click rate of a uniform choice, by plan position
+	outcomes int
+}
+
+// runLoop runs n decisions of e with one learner of spec per user, as a
+// consumer would: each decision is chosen when its record is processed
+// (records in stream order), and the answers reach the stream in FIFO order,
+// or in a shuffled order (late, out-of-order outputs) when shuffle > 0.
+func runLoop(t testing.TB, e *Clicks, n int, spec models.Spec, shuffle uint64) loopResult {
+	t.Helper()
+	s := e.Stream(n)
+	learners := map[string]models.Bandit{}
+	res := loopResult{byKey: map[string][]string{}, clicks: make([]bool, n), prob: make([]float64, n), random: make([]float64, n)}
+	rng := models.NewRand(shuffle)
+	type answer struct{ id, item string }
+	var waiting []answer
+	chosen := map[string]string{}
+	var r ClickRecord
+	for !s.Done() {
+		if !s.Next(&r) {
+			if len(waiting) == 0 {
+				t.Fatalf("stream blocked with nothing to answer (%d/%d decisions)", s.decided, n)
+			}
+			k := 0
+			if shuffle > 0 {
+				k = rng.Intn(len(waiting))
+			}
+			a := waiting[k]
+			waiting = append(waiting[:k], waiting[k+1:]...)
+			o, known, err := s.Choose(a.id, a.item)
+			if err != nil || !known {
+				t.Fatalf("Choose(%s): known %v, %v", a.id, known, err)
+			}
+			if _, known, err := s.Choose(a.id, a.item); known || err != nil {
+				t.Fatalf("repeated Choose(%s): known %v, %v", a.id, known, err)
+			}
+			res.clicks[o.Seq], res.prob[o.Seq], res.random[o.Seq] = o.Click, o.Prob, o.Random
+			res.outcomes++
+			continue
+		}
+		key := string(r.Key)
+		res.byKey[key] = append(res.byKey[key], string(r.Value))
+		l, ok := learners[key]
+		if !ok {
+			m, err := models.New(spec, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l = m.(models.Bandit)
+			learners[key] = l
+		}
+		var v struct {
+			ID     string   `json:"id"`
+			Reward *float64 `json:"reward"`
+			Arm    string   `json:"arm"`
+			Arms   []struct {
+				ID string    `json:"id"`
+				X  []float64 `json:"x"`
+			} `json:"arms"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.ID != r.ID {
+			t.Fatalf("record %s: %v", r.Value, err)
+		}
+		if r.Reward {
+			if v.Reward == nil || v.Arm != chosen[r.ID] {
+				t.Fatalf("reward %s: chosen %s", r.Value, chosen[r.ID])
+			}
+			if err := l.Observe(itemX(t, e, v.Arm), *v.Reward); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		arms := make([][]float64, len(v.Arms))
+		for i, a := range v.Arms {
+			arms[i] = a.X
+		}
+		d := l.Choose(arms)
+		chosen[r.ID] = v.Arms[d.Arm].ID
+		waiting = append(waiting, answer{r.ID, v.Arms[d.Arm].ID})
+	}
+	if res.outcomes != n {
+		t.Fatalf("%d outcomes for %d decisions", res.outcomes, n)
+	}
+	return res
+}
+
+func itemX(t testing.TB, e *Clicks, id string) []float64 {
+	for i, s := range e.ids {
+		if s == id {
+			return e.items[i]
+		}
+	}
+	t.Fatalf("no item %s", id)
+	return nil
+}
+
+func rate(b []bool) float64 {
+	n := 0
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return float64(n) / float64(len(b))
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// TestClickStreamDeterministic: a user's records depend only on the choices
+// made for the user, not on when the answers come back nor on how the users
+// interleave; and every decision gets exactly one reward, after it.
+func TestClickStreamDeterministic(t *testing.T) {
+	e, err := NewClicks(ClickConfig{Users: 5, Items: 60, Dim: 3, Candidates: 6, MaxDelay: 4}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := clickSpec
+	spec.Dim = 3
+	a := runLoop(t, e, 600, spec, 0)
+	b := runLoop(t, e, 600, spec, 9)
+	if !reflect.DeepEqual(a.byKey, b.byKey) {
+		t.Fatal("per-user records differ between in-order and shuffled answers")
+	}
+	if !reflect.DeepEqual(a.clicks, b.clicks) {
+		t.Fatal("clicks differ between in-order and shuffled answers")
+	}
+	delayed, rewards := 0, 0
+	for key, recs := range a.byKey {
+		decided := map[string]int{} // decision id -> decisions of the user before it
+		nDec := 0
+		for _, v := range recs {
+			var r struct {
+				ID     string   `json:"id"`
+				Reward *float64 `json:"reward"`
+			}
+			_ = json.Unmarshal([]byte(v), &r)
+			if r.Reward == nil {
+				decided[r.ID] = nDec
+				nDec++
+				continue
+			}
+			j, ok := decided[r.ID]
+			if !ok {
+				t.Fatalf("%s: reward of %s before its decision", key, r.ID)
+			}
+			// Decisions of the user between the decision and its reward:
+			// delay-1, in [0, MaxDelay-1].
+			if between := nDec - j - 1; between > 3 {
+				t.Errorf("%s: reward of %s after %d later decisions", key, r.ID, between)
+			} else if between > 0 {
+				delayed++
+			}
+			rewards++
+			delete(decided, r.ID)
+			if *r.Reward != 0 && *r.Reward != 1 {
+				t.Errorf("%s: reward %v", key, *r.Reward)
+			}
+		}
+		if len(decided) != 0 {
+			t.Errorf("%s: %d decisions without a reward", key, len(decided))
+		}
+	}
+	if rewards != 600 || delayed < rewards/2 {
+		t.Errorf("%d rewards, %d of them after later decisions of their user", rewards, delayed)
+	}
+	c := e.Stream(10)
+	var r ClickRecord
+	if !c.Next(&r) || r.Reward {
+		t.Fatal("first record is not a decision")
+	}
+	if _, _, err := c.Choose(r.ID, "item-99"); err == nil {
+		t.Error("an item that was not offered is accepted")
+	}
+	if _, _, err := c.Choose("user-9-0", "item-01"); err == nil {
+		t.Error("an unknown decision is accepted")
+	}
+	if _, err := NewClicks(ClickConfig{Items: 5, Candidates: 6}, 1); err == nil {
+		t.Error("more candidates than items accepted")
+	}
+}
+
+// TestClickBaselines: the random-choice and best-choice rates announced by
+// the environment match the offers of a stream.
+func TestClickBaselines(t *testing.T) {
+	e, err := NewClicks(ClickConfig{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Stream(20000)
+	var r ClickRecord
+	var rnd, best float64
+	n := 0
+	for s.Next(&r) {
+		if r.Reward {
+			continue
+		}
+		d := s.open[r.ID]
+		a, b := e.offerRates(d.u, d.off.cands)
+		rnd += a
+		best += b
+		n++
+		if _, _, err := s.Choose(r.ID, e.ItemID(d.off.cands[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 20000 {
+		t.Fatalf("%d decisions", n)
+	}
+	rnd, best = rnd/float64(n), best/float64(n)
+	if math.Abs(rnd-e.RandomRate()) > 0.01 || math.Abs(best-e.BestRate()) > 0.01 {
+		t.Errorf("stream: random %.4f best %.4f; announced %.4f %.4f", rnd, best, e.RandomRate(), e.BestRate())
+	}
+	if !(e.RandomRate() > 0.1 && e.RandomRate() < 0.3 && e.BestRate() > 0.6) {
+		t.Errorf("defaults give random %.3f best %.3f: the demo needs room above random", e.RandomRate(), e.BestRate())
+	}
+}
+
+// TestClickBKBLearns: BKB per user (the demo's learner) ends clearly above
+// the random-choice click rate; a learner that always takes the first
+// candidate (BKB with no observation: here, a constant reward) does not.
+func TestClickBKBLearns(t *testing.T) {
+	e, err := NewClicks(ClickConfig{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, w = 3000, 1000
+	res := runLoop(t, e, n, clickSpec, 0)
+	first, last := rate(res.clicks[:w]), rate(res.clicks[n-w:])
+	random := mean(res.random[n-w:])
+	t.Logf("random %.3f best %.3f; bkb clicks: first %d %.3f, last %d %.3f (expected %.3f)", e.RandomRate(), e.BestRate(), w, first, w, last, mean(res.prob[n-w:]))
+	if last < random+0.2 || last < first {
+		t.Errorf("bkb click rate over the last %d decisions %.3f, random %.3f, first %d %.3f", w, last, random, w, first)
+	}
+}
+
+// TestClickTuning prints click rates for learner settings (KS_CLICK_TUNE=1
+// KS_CLICK_ENV="users items dim candidates" KS_CLICK_SPECS='spec;spec').
+func TestClickTuning(t *testing.T) {
+	if os.Getenv("KS_CLICK_TUNE") == "" {
+		t.Skip("set KS_CLICK_TUNE=1")
+	}
+	var c ClickConfig
+	fmt.Sscan(os.Getenv("KS_CLICK_ENV"), &c.Users, &c.Items, &c.Dim, &c.Candidates)
+	e, err := NewClicks(c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v random %.3f best %.3f", e.Config(), e.RandomRate(), e.BestRate())
+	for _, p := range strings.Split(os.Getenv("KS_CLICK_SPECS"), ";") {
+		spec, err := models.ParseSpec(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 6000
+		start := time.Now()
+		res := runLoop(t, e, n, spec, 0)
+		w := 500
+		var parts []string
+		for i := 0; i < n; i += w {
+			parts = append(parts, fmt.Sprintf("%.2f", mean(res.prob[i:i+w])))
+		}
+		t.Logf("%s: all %.3f first %.3f last %.3f; expected by %d: %s (%v)", p, rate(res.clicks), rate(res.clicks[:w]), rate(res.clicks[n-w:]), w, strings.Join(parts, " "), time.Since(start))
+	}
+}
