@@ -654,9 +654,7 @@ func (l *forks) MarshalBinary() ([]byte, error) {
 	}
 	w := NewStateWriter(make([]byte, 0, n), "forks", forksStateVersion)
 	w.Rand(&l.rng)
-	w.Int(l.st1.n)
-	w.Floats(l.st1.sv[:l.st1.n*l.d])
-	w.Floats(l.st1.alpha[:l.st1.n])
+	l.st1.marshal(w)
 	w.Bool(l.sketched)
 	if l.sketched {
 		w.Int(l.r)
@@ -683,14 +681,9 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 	}
 	var rng Rand
 	rd.Rand(&rng)
-	n := rd.Int()
-	rd.Check(n >= 0 && n <= l.B, "support vector count")
-	sv := rd.Floats(nil)
-	rd.Check(len(sv) == n*l.d, "support vector shape")
-	alpha := rd.Floats(nil)
-	rd.Check(len(alpha) == n, "coefficient count")
+	st1 := l.st1.decode(rd)
 	sketched := rd.Bool()
-	rd.Check(!sketched || n == l.B, "sketch built before the budget filled")
+	rd.Check(!sketched || st1.n == l.B, "sketch built before the budget filled")
 	var r, ringN, ringHead int
 	var code, lm, ringCode []int
 	var phiPM, V, lam, z, v, ainv, ringX []float64
@@ -734,15 +727,12 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 		rd.Check(linalg.AllFinite(phiPM) && linalg.AllFinite(V) && linalg.AllFinite(lam) &&
 			linalg.AllFinite(z) && linalg.AllFinite(v) && linalg.AllFinite(ainv) && linalg.AllFinite(ringX), "non-finite sketch state")
 	}
-	rd.Check(linalg.AllFinite(sv) && linalg.AllFinite(alpha), "non-finite support vectors")
+	rd.Check(st1.finite(), "non-finite support vectors")
 	if err := rd.Err(); err != nil {
 		return err
 	}
 	l.rng = rng
-	l.st1.n = n
-	copy(l.st1.sv, sv)
-	copy(l.st1.alpha, alpha)
-	l.st1.gen++
+	l.st1.restore(st1)
 	l.sketched = sketched
 	l.memo.forget()
 	if sketched {
@@ -800,6 +790,43 @@ func (s *forksStage1) add(x []float64, coef float64) {
 func (s *forksStage1) pop() {
 	s.n--
 	s.alpha[s.n] = 0
+	s.gen++
+}
+
+// marshal writes the stage-1 model: n, then its support vectors and
+// coefficients.
+func (s *forksStage1) marshal(w *StateWriter) {
+	w.Int(s.n)
+	w.Floats(s.sv[:s.n*s.d])
+	w.Floats(s.alpha[:s.n])
+}
+
+// forksStage1Blob is a stage-1 model read by decode, not yet restored.
+type forksStage1Blob struct {
+	n         int
+	sv, alpha []float64
+}
+
+// decode reads what marshal wrote and checks its shapes against this
+// model's budget and dimension; finiteness is checked by the caller
+// (finite), after its own fields, to keep the order of the state checks.
+func (s *forksStage1) decode(r *StateReader) forksStage1Blob {
+	n := r.Int()
+	r.Check(n >= 0 && n <= len(s.alpha), "support vector count")
+	sv := r.Floats(nil)
+	r.Check(len(sv) == n*s.d, "support vector shape")
+	alpha := r.Floats(nil)
+	r.Check(len(alpha) == n, "coefficient count")
+	return forksStage1Blob{n: n, sv: sv, alpha: alpha}
+}
+
+func (b forksStage1Blob) finite() bool { return linalg.AllFinite(b.sv) && linalg.AllFinite(b.alpha) }
+
+// restore makes the model the decoded one (and invalidates memos).
+func (s *forksStage1) restore(b forksStage1Blob) {
+	s.n = b.n
+	copy(s.sv, b.sv)
+	copy(s.alpha, b.alpha)
 	s.gen++
 }
 

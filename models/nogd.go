@@ -176,9 +176,7 @@ func (l *nogd) buildMap() error {
 func (l *nogd) MarshalBinary() ([]byte, error) {
 	n := 64 + 8*(len(l.st1.sv)+l.B+len(l.m)+l.k)
 	w := NewStateWriter(make([]byte, 0, n), "nogd", nogdStateVersion)
-	w.Int(l.st1.n)
-	w.Floats(l.st1.sv[:l.st1.n*l.d])
-	w.Floats(l.st1.alpha[:l.st1.n])
+	l.st1.marshal(w)
 	w.Bool(l.sketched)
 	if l.sketched {
 		w.Floats(l.m)
@@ -192,14 +190,9 @@ func (l *nogd) UnmarshalBinary(blob []byte) error {
 	if err != nil {
 		return err
 	}
-	n := r.Int()
-	r.Check(n >= 0 && n <= l.B, "support vector count")
-	sv := r.Floats(nil)
-	r.Check(len(sv) == n*l.d, "support vector shape")
-	alpha := r.Floats(nil)
-	r.Check(len(alpha) == n, "coefficient count")
+	st1 := l.st1.decode(r)
 	sketched := r.Bool()
-	r.Check(!sketched || n == l.B, "map built before the budget filled")
+	r.Check(!sketched || st1.n == l.B, "map built before the budget filled")
 	var m, w []float64
 	if sketched {
 		m = r.Floats(nil)
@@ -208,14 +201,11 @@ func (l *nogd) UnmarshalBinary(blob []byte) error {
 		r.Check(len(w) == l.k, "weight count")
 		r.Check(linalg.AllFinite(m) && linalg.AllFinite(w), "non-finite map or weights")
 	}
-	r.Check(linalg.AllFinite(sv) && linalg.AllFinite(alpha), "non-finite support vectors")
+	r.Check(st1.finite(), "non-finite support vectors")
 	if err := r.Err(); err != nil {
 		return err
 	}
-	l.st1.n = n
-	copy(l.st1.sv, sv)
-	copy(l.st1.alpha, alpha)
-	l.st1.gen++
+	l.st1.restore(st1)
 	l.sketched = sketched
 	l.m, l.w = m, w
 	l.memo.forget()

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"sync/atomic"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
@@ -40,11 +41,47 @@ type learnerCache struct {
 	global   *atomic.Int64 // learners in memory, all partitions
 	disk     *atomic.Int64 // learners in Badger, all assigned partitions
 	loads    int64         // learners read back from Badger or `evicted`
+
+	// stored holds a hash of every key that may have a learner in Badger
+	// for this partition: filled from a key-only scan at restore and by
+	// every snapshot (before its commit, so a key is in it no later than
+	// its blob is in Badger). A key whose hash is absent has never been
+	// checkpointed, so its first sight skips the Badger read. A hash
+	// collision or an abandoned checkpoint only costs a read that finds
+	// nothing; a stored key is never missing (no false negative). About 16
+	// bytes per stored key (docs/scale.md).
+	stored  map[uint64]struct{}
+	seed    maphash.Seed
+	skipped int64 // reads skipped for keys never stored
 }
 
 func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global, disk *atomic.Int64) *learnerCache {
 	return &learnerCache{part: part, spec: spec, store: store, live: map[string]*slot{}, evicted: map[string][]byte{},
-		fresh: map[string]bool{}, max: max, global: global, disk: disk}
+		fresh: map[string]bool{}, max: max, global: global, disk: disk,
+		stored: map[uint64]struct{}{}, seed: maphash.MakeSeed()}
+}
+
+// loadStored fills the stored-key set from Badger (keys only) and sets the
+// on-disk count; called once at restore, before any get.
+func (c *learnerCache) loadStored() error {
+	n := 0
+	err := c.store.EachLearnerKey(c.part, func(key []byte) {
+		c.stored[c.hash(key)] = struct{}{}
+		n++
+	})
+	if err != nil {
+		return err
+	}
+	c.setOnDisk(n)
+	return nil
+}
+
+func (c *learnerCache) hash(key []byte) uint64 { return maphash.Bytes(c.seed, key) }
+
+// mayBeStored is false only for a key that was never checkpointed.
+func (c *learnerCache) mayBeStored(key []byte) bool {
+	_, ok := c.stored[c.hash(key)]
+	return ok
 }
 
 // setOnDisk sets the partition's stored-learner count (and the global one).
@@ -60,47 +97,54 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		return s, nil
 	}
 	k := string(key)
-	blob, ok := c.evicted[k]
-	held := ok
-	if !ok {
-		blob, ok = c.inflight[k]
-		held = ok
-	}
-	if !ok {
-		var err error
-		blob, ok, err = c.store.Learner(c.part, key)
-		if err != nil {
-			return nil, err
-		}
-	}
 	l, err := models.New(c.spec, k)
 	if err != nil {
 		return nil, fmt.Errorf("new learner for key %q: %w", k, err)
 	}
-	s := &slot{key: k, l: l, stored: ok}
-	if ok {
-		c.loads++
-		n, w := binary.Uvarint(blob)
-		if w <= 0 {
-			return nil, fmt.Errorf("learner of key %q in partition %d: corrupt n_updates", k, c.part)
+	s := &slot{key: k, l: l}
+	blob, held := c.evicted[k]
+	if !held {
+		blob, held = c.inflight[k]
+	}
+	switch {
+	case held:
+		if err := c.decode(s, blob); err != nil {
+			return nil, err
 		}
-		if err := l.UnmarshalBinary(blob[w:]); err != nil {
-			return nil, fmt.Errorf("learner of key %q in partition %d: %w", k, c.part, err)
+		// Its newest blob is held in memory, not yet (or not surely)
+		// in Badger: it is dirty until a checkpoint writes it again.
+		delete(c.evicted, k)
+		s.dirty = true
+		s.stored = !c.fresh[k]
+		delete(c.fresh, k)
+	case c.mayBeStored(key):
+		// Decoded straight from Badger's buffer: no copy of the blob.
+		ok, err := c.store.ReadLearner(c.part, key, func(blob []byte) error { return c.decode(s, blob) })
+		if err != nil {
+			return nil, err
 		}
-		s.updates = n
-		if held {
-			// Its newest blob is held in memory, not yet (or not surely)
-			// in Badger: it is dirty until a checkpoint writes it again.
-			delete(c.evicted, k)
-			s.dirty = true
-			s.stored = !c.fresh[k]
-			delete(c.fresh, k)
-		}
+		s.stored = ok
+	default:
+		c.skipped++
 	}
 	s.elem = c.lru.PushFront(s)
 	c.live[k] = s
 	c.global.Add(1)
 	return s, c.evict()
+}
+
+// decode restores s from a stored value (uvarint n_updates | learner blob).
+func (c *learnerCache) decode(s *slot, blob []byte) error {
+	c.loads++
+	n, w := binary.Uvarint(blob)
+	if w <= 0 {
+		return fmt.Errorf("learner of key %q in partition %d: corrupt n_updates", s.key, c.part)
+	}
+	if err := s.l.UnmarshalBinary(blob[w:]); err != nil {
+		return fmt.Errorf("learner of key %q in partition %d: %w", s.key, c.part, err)
+	}
+	s.updates = n
+	return nil
 }
 
 // evict drops least recently used learners while the global count is above
@@ -144,7 +188,9 @@ func encodeSlot(s *slot) ([]byte, error) {
 func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 	ops = make([]checkpoint.Op, 0, len(c.evicted))
 	for k, b := range c.evicted {
-		ops = append(ops, checkpoint.Op{Key: []byte(k), Value: b})
+		kb := []byte(k)
+		c.stored[c.hash(kb)] = struct{}{}
+		ops = append(ops, checkpoint.Op{Key: kb, Value: b})
 	}
 	fresh = len(c.fresh)
 	for _, s := range c.live {
@@ -155,7 +201,9 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		ops = append(ops, checkpoint.Op{Key: []byte(s.key), Value: b})
+		kb := []byte(s.key)
+		c.stored[c.hash(kb)] = struct{}{}
+		ops = append(ops, checkpoint.Op{Key: kb, Value: b})
 		s.dirty = false
 		if !s.stored {
 			s.stored = true
@@ -200,5 +248,6 @@ func (c *learnerCache) release() {
 	c.lru.Init()
 	clear(c.evicted)
 	clear(c.fresh)
+	clear(c.stored)
 	c.inflight = nil
 }

@@ -144,13 +144,11 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	w.pend.load(entries)
 	w.p.c.pending.Add(int64(len(entries)))
 	w.cache = newLearnerCache(w.part, cfg.Model, w.store, cfg.MaxLearners, &w.p.c.inMemory, &w.p.c.onDisk)
-	n, err := w.store.CountLearners(w.part)
-	if err != nil {
+	if err := w.cache.loadStored(); err != nil {
 		return err
 	}
-	w.cache.setOnDisk(n)
 	w.onDiskGauge = w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part))
-	w.onDiskGauge.Set(float64(n))
+	w.onDiskGauge.Set(float64(w.cache.onDisk))
 	w.lagGauge = w.p.m.lag.WithLabelValues(strconv.Itoa(w.part))
 	w.log.Info().Int64("next_offset", w.nextIn).Int64("group_offset", groupIn).Int64("emit_from", w.emitFrom).
 		Int("pending", len(entries)).Bool("checkpoint", ok).Msg("partition restored")

@@ -170,12 +170,20 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: consumer group: %w", err)
 	}
+	// The whole shutdown (final checkpoints, then the group leave) fits in
+	// ShutdownGrace counted from the cancellation of ctx.
+	var stopAt atomic.Int64
+	defer context.AfterFunc(ctx, func() { stopAt.Store(time.Now().UnixNano()) })()
 	leave := func() {
+		wait := cfg.ShutdownGrace
+		if at := stopAt.Load(); at != 0 {
+			wait = max(cfg.ShutdownGrace-time.Since(time.Unix(0, at)), time.Second)
+		}
 		done := make(chan struct{})
 		go func() { cg.Close(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(cfg.ShutdownGrace):
+		case <-time.After(wait):
 			p.log.Warn().Msg("leaving the group timed out")
 		}
 	}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/banditenv"
 	"github.com/kernelstream/kernelstream/internal/broker"
@@ -81,9 +79,9 @@ func TestBanditDecisionsEquivalence(t *testing.T) {
 			}
 			runCtx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
-			go func() { done <- serve(runCtx, cfg, zerolog.Nop(), nil) }()
+			go func() { done <- serve(runCtx, cfg, testLogger(t), nil) }()
 			for {
-				ok, err := caughtUp(ctx, addr, "equivalence", "decisions", parts)
+				ok, err := caughtUpNonEmpty(ctx, addr, "equivalence", "decisions", parts)
 				if err == nil && ok {
 					break
 				}

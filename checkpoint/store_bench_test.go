@@ -1,0 +1,62 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// BenchmarkReadLearner measures the cold-learner read of the processor
+// (a point read of one learner blob among many) under the Badger options
+// Open uses and under alternatives: keys=200000 blobs of 600 bytes written
+// in checkpoints of 10,000, then reads in random order.
+func BenchmarkReadLearner(b *testing.B) {
+	const keys, size = 200000, 600
+	for _, tc := range []struct {
+		name string
+		tune func(badger.Options) badger.Options
+	}{
+		{"default", nil},
+		{"snappy", func(o badger.Options) badger.Options { return o.WithCompression(options.Snappy) }},
+		{"none", func(o badger.Options) badger.Options { return o.WithCompression(options.None) }},
+	} {
+		b.Run(fmt.Sprintf("keys=%d/%s", keys, tc.name), func(b *testing.B) {
+			s, err := Open(Options{Dir: b.TempDir(), tune: tc.tune})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			r := rand.New(rand.NewPCG(1, 2))
+			val := make([]byte, size)
+			for i := 0; i < keys; i += 10000 {
+				cp := &Checkpoint{Meta: []byte{1}}
+				for j := i; j < i+10000; j++ {
+					for k := range val {
+						val[k] = byte(r.Uint32())
+					}
+					cp.Learners = append(cp.Learners, Op{Key: benchKey(j), Value: append([]byte(nil), val...)})
+				}
+				if err := s.Commit(0, cp); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sum := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ok, err := s.ReadLearner(0, benchKey(r.IntN(keys)), func(blob []byte) error { sum += int(blob[0]); return nil })
+				if err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}
+
+func benchKey(i int) []byte {
+	return binary.BigEndian.AppendUint64([]byte("user-"), uint64(i)*2654435761)
+}
