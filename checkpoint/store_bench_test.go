@@ -22,7 +22,12 @@ func BenchmarkReadLearner(b *testing.B) {
 	}{
 		{"default", nil},
 		{"snappy", func(o badger.Options) badger.Options { return o.WithCompression(options.Snappy) }},
-		{"none", func(o badger.Options) badger.Options { return o.WithCompression(options.None) }},
+		{"snappy-cache256", func(o badger.Options) badger.Options {
+			return o.WithCompression(options.Snappy).WithBlockCacheSize(256 << 20)
+		}},
+		{"none-cache0", func(o badger.Options) badger.Options { return o.WithBlockCacheSize(0) }},
+		{"none-cache256", func(o badger.Options) badger.Options { return o.WithBlockCacheSize(256 << 20) }},
+		{"none-block16k", func(o badger.Options) badger.Options { return o.WithBlockSize(16 << 10) }},
 	} {
 		b.Run(fmt.Sprintf("keys=%d/%s", keys, tc.name), func(b *testing.B) {
 			s, err := Open(Options{Dir: b.TempDir(), tune: tc.tune})

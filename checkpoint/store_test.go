@@ -133,25 +133,64 @@ func TestStagedCommitAtomic(t *testing.T) {
 }
 
 // TestBadgerTxnLimit commits a checkpoint above Badger's own transaction
-// limit (15% of the 16 MiB memtable) through the staged path.
+// limit (15% of the 32 MiB memtable) through the staged path.
 func TestBadgerTxnLimit(t *testing.T) {
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	cp := bigCheckpoint(4000, 1000, 2) // ~4 MB of values under the 4 KiB value threshold
+	cp := bigCheckpoint(8000, 1000, 2) // ~8 MB of values under the 4 KiB value threshold
 	if err := s.Commit(1, cp); err != nil {
 		t.Fatal(err)
 	}
 	if s.StagedCommits() != 1 {
 		t.Fatalf("StagedCommits = %d: the checkpoint fit in one transaction", s.StagedCommits())
 	}
-	if n, _ := s.CountLearners(1); n != 4000 {
-		t.Fatalf("CountLearners = %d, want 4000", n)
+	if n, _ := s.CountLearners(1); n != 8000 {
+		t.Fatalf("CountLearners = %d, want 8000", n)
 	}
 	meta, _, _ := s.Meta(1)
 	if !bytes.Equal(meta, cp.Meta) {
 		t.Fatalf("meta = %q", meta)
+	}
+}
+
+// TestBadgerTxnCountLimit commits a checkpoint whose bytes fit under the
+// size estimate of Commit but whose entry count is above Badger's own cap
+// (about 52,000 entries with 32 MiB memtables): Badger's ErrTxnTooBig must
+// send it to the staged path, all of it applied.
+func TestBadgerTxnCountLimit(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 60000
+	cp := &Checkpoint{Meta: []byte("count")}
+	for i := 0; i < n; i++ {
+		cp.Learners = append(cp.Learners, Op{Key: []byte(fmt.Sprintf("k%06d", i)), Value: []byte{byte(i)}})
+	}
+	if err := s.Commit(2, cp); err != nil {
+		t.Fatal(err)
+	}
+	if s.StagedCommits() != 1 {
+		t.Fatalf("StagedCommits = %d: the checkpoint fit in one transaction", s.StagedCommits())
+	}
+	keys := 0
+	if err := s.EachLearnerKey(2, func([]byte) { keys++ }); err != nil || keys != n {
+		t.Fatalf("EachLearnerKey: %d keys, err %v; want %d", keys, err, n)
+	}
+	ok, err := s.ReadLearner(2, []byte("k012345"), func(b []byte) error {
+		if !bytes.Equal(b, []byte{12345 % 256}) {
+			t.Errorf("ReadLearner = %v", b)
+		}
+		return nil
+	})
+	if err != nil || !ok {
+		t.Fatalf("ReadLearner: ok %v, err %v", ok, err)
+	}
+	if ok, err := s.ReadLearner(2, []byte("absent"), func([]byte) error { return nil }); ok || err != nil {
+		t.Fatalf("ReadLearner of an absent key: ok %v, err %v", ok, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 // huge, so every pulled point stays in S and the size is stable), warmed up
 // past its first epochs so that every buffer has reached its steady size.
 func benchBKB(b *testing.B, m int) (*BKB, [][]float64) {
-	spec := banditSpec("bkb", 5, 1, map[string]any{"xi": 0.1, "beta": 2, "qbar": 1e9, "max_budget": 4096})
+	spec := gaussianSpec("bkb", 5, 1, map[string]any{"xi": 0.1, "beta": 2, "qbar": 1e9, "max_budget": 4096})
 	l := newBandit(b, spec, "bench").(*BKB)
 	r := NewRand(uint64(m))
 	pts := testArms(r, m, 5)
@@ -107,7 +107,7 @@ func BenchmarkBKBRebuild(b *testing.B) {
 func BenchmarkGPUCBStep(b *testing.B) {
 	for _, t := range []int{500, 2000} {
 		b.Run(fmt.Sprintf("t=%d", t), func(b *testing.B) {
-			spec := banditSpec("gp-ucb", 5, 1, map[string]any{"xi": 0.1, "beta": 2, "max_rounds": 16384})
+			spec := gaussianSpec("gp-ucb", 5, 1, map[string]any{"xi": 0.1, "beta": 2, "max_rounds": 16384})
 			g := newBandit(b, spec, "bench")
 			r := NewRand(3)
 			arms := testArms(r, 100, 5)

@@ -37,7 +37,7 @@ func TestBKBConvergesToGPUCB(t *testing.T) {
 	const keys = 8
 	for qi, q := range qbars {
 		for key := 0; key < keys; key++ {
-			b := newBandit(t, banditSpec("bkb", 3, 1, map[string]any{"xi": 0.1, "qbar": q}), string(rune('a'+key)))
+			b := newBandit(t, gaussianSpec("bkb", 3, 1, map[string]any{"xi": 0.1, "qbar": q}), string(rune('a'+key)))
 			for i := range xs {
 				if err := b.Observe(xs[i], ys[i]); err != nil {
 					t.Fatal(err)
@@ -78,7 +78,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 	r := NewRand(5)
 	arms := testArms(r, 30, 2)
 	for _, q := range []float64{2, 8} {
-		b := newBandit(t, banditSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "qbar": q}), "k").(*BKB)
+		b := newBandit(t, gaussianSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "qbar": q}), "k").(*BKB)
 		xs, ys := pullSequence(r, arms, 300)
 		for i := range xs {
 			if err := b.Observe(xs[i], ys[i]); err != nil {
@@ -147,7 +147,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 // TestBKBNoVarianceStarvation: far from every inducing point the variance
 // stays the prior's (k(x,x) is never replaced by z'z, P2).
 func TestBKBNoVarianceStarvation(t *testing.T) {
-	b := newBandit(t, banditSpec("bkb", 2, 0.3, map[string]any{"xi": 0.1}), "k")
+	b := newBandit(t, gaussianSpec("bkb", 2, 0.3, map[string]any{"xi": 0.1}), "k")
 	r := NewRand(1)
 	for i := 0; i < 50; i++ {
 		x := []float64{-1 + 0.2*r.Float64(), -1 + 0.2*r.Float64()}
@@ -171,9 +171,9 @@ func TestBKBLargeQbarIsGPUCB(t *testing.T) {
 	r := NewRand(17)
 	arms := testArms(r, 30, 3)
 	params := map[string]any{"xi": 0.1, "beta": 2}
-	g := newBandit(t, banditSpec("gp-ucb", 3, 1, params), "k")
+	g := newBandit(t, gaussianSpec("gp-ucb", 3, 1, params), "k")
 	bp := map[string]any{"xi": 0.1, "beta": 2, "qbar": 1e9}
-	b := newBandit(t, banditSpec("bkb", 3, 1, bp), "k")
+	b := newBandit(t, gaussianSpec("bkb", 3, 1, bp), "k")
 	r1, r2 := *r, *r
 	dg := playBandit(t, g, arms, 150, &r1)
 	db := playBandit(t, b, arms, 150, &r2)
@@ -187,7 +187,7 @@ func TestBKBLargeQbarIsGPUCB(t *testing.T) {
 func TestBKBCaps(t *testing.T) {
 	r := NewRand(2)
 	arms := testArms(r, 20, 2)
-	b := newBandit(t, banditSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "max_history": 5, "max_budget": 3}), "k").(*BKB)
+	b := newBandit(t, gaussianSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "max_history": 5, "max_budget": 3}), "k").(*BKB)
 	for i := 0; i < 200; i++ {
 		x := arms[i%20]
 		if i%3 == 0 {
@@ -237,7 +237,7 @@ func TestBKBRejectsInconsistentBlobs(t *testing.T) {
 		w.Rand(NewRand(1))
 		return w.Finish()
 	}
-	spec := banditSpec("bkb", 2, 1, map[string]any{"xi": 0.1})
+	spec := gaussianSpec("bkb", 2, 1, map[string]any{"xi": 0.1})
 	if err := newBandit(t, spec, "k").UnmarshalBinary(write(good)); err != nil {
 		t.Fatalf("consistent blob refused: %v", err)
 	}

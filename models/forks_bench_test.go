@@ -10,7 +10,7 @@ import (
 func forksBenchLearner(b *testing.B, spec Spec, built func(Learner) bool) (Learner, [][]float64, []float64) {
 	b.Helper()
 	xs, ys := forksStream(20000, spec.Dim, 77)
-	l := forksMustNew(b, spec)
+	l := mustNew(b, spec, "key-1")
 	for i := 0; !built(l); i++ {
 		if i == len(xs) {
 			b.Fatal("the budget never filled")

@@ -261,15 +261,7 @@ func (g *GPUCB) cachedArm(x []float64) int {
 		return -1
 	}
 	d := g.dim
-	eq := func(j int) bool {
-		c := g.arms[j*d : (j+1)*d]
-		for i := range c {
-			if c[i] != x[i] {
-				return false
-			}
-		}
-		return true
-	}
+	eq := func(j int) bool { return sameVector(g.arms[j*d:(j+1)*d], x) } // len(x) == d: Observe checked it
 	if g.last >= 0 && g.last < g.nArms && eq(g.last) {
 		return g.last
 	}

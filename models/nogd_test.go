@@ -3,6 +3,7 @@ package models
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 )
@@ -25,7 +26,7 @@ func TestNOGDRoundTripExact(t *testing.T) {
 func TestNOGDTransferReproducesKOGD(t *testing.T) {
 	xs, ys := forksStream(500, 4, 32)
 	spec := Spec{Algorithm: "nogd", Dim: 4, Kernel: KernelSpec{Sigma: 0.5}, Params: map[string]any{"B": 20, "k": 20}}
-	l := forksMustNew(t, spec).(*nogd)
+	l := mustNew(t, spec, "key-1").(*nogd)
 	i := 0
 	for ; l.st1.n < l.B-1; i++ {
 		_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
@@ -53,41 +54,34 @@ func TestNOGDErrors(t *testing.T) {
 			t.Errorf("%v: want ErrSpec, got %v", p, err)
 		}
 	}
-	d := forksMustNew(t, nogdSpec(nil)).(*nogd)
+	d := mustNew(t, nogdSpec(nil), "key-1").(*nogd)
 	if d.B != 100 || d.k != 10 || d.eta != 0.2 {
 		t.Fatalf("defaults B=%d k=%d eta=%v", d.B, d.k, d.eta)
 	}
 	xs, ys := forksStream(200, 4, 33)
-	l := forksMustNew(t, nogdSpec(map[string]any{"B": 20}))
+	l := mustNew(t, nogdSpec(map[string]any{"B": 20}), "key-1")
 	for i := range xs {
 		_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
 	}
-	blob := forksMarshal(t, l)
+	blob := mustMarshal(t, l)
 	for n := 0; n < len(blob); n += 7 {
-		if err := l.UnmarshalBinary(blob[:n]); !errors.Is(err, ErrState) {
-			t.Fatalf("truncated at %d: %v", n, err)
-		}
+		rejectBlob(t, l, blob, fmt.Sprintf("truncated at %d", n), blob[:n])
 	}
-	if err := l.UnmarshalBinary(forksMarshal(t, forksMustNew(t, fogdSpec(nil)))); !errors.Is(err, ErrState) {
-		t.Fatalf("foreign blob: %v", err)
-	}
-	if !bytes.Equal(forksMarshal(t, l), blob) {
-		t.Fatal("failed restores changed the learner")
-	}
+	rejectBlob(t, l, blob, "foreign blob", mustMarshal(t, mustNew(t, fogdSpec(nil), "key-1")))
 	sq := nogdSpec(map[string]any{"B": 20})
 	sq.Loss = "square"
-	g := forksMustNew(t, sq)
+	g := mustNew(t, sq, "key-1")
 	for i := range xs {
 		_ = g.Update(xs[i], g.Predict(xs[i]), ys[i])
 	}
 	if !g.(*nogd).sketched {
 		t.Fatal("map not built")
 	}
-	before := forksMarshal(t, g)
+	before := mustMarshal(t, g)
 	if err := g.Update(xs[0], g.Predict(xs[0]), -1e308); !errors.Is(err, ErrNumerical) {
 		t.Fatalf("want ErrNumerical, got %v", err)
 	}
-	if !bytes.Equal(before, forksMarshal(t, g)) {
+	if !bytes.Equal(before, mustMarshal(t, g)) {
 		t.Fatal("rejected update changed the state")
 	}
 }

@@ -179,7 +179,7 @@ func TestSeed000NONSALDEigenFormAgrees(t *testing.T) {
 	} {
 		xs, ys := s0Data(c.n, c.d, 11)
 		eta := 1 / (4 * (c.U*c.U + 1))
-		l := s0New(t, s0Spec("nons-ald", c.d, c.sigma, map[string]any{"alpha": c.alpha, "U": c.U, "mu": c.mu}))
+		l := mustNew(t, gaussianSpec("nons-ald", c.d, c.sigma, map[string]any{"alpha": c.alpha, "U": c.U, "mu": c.mu}), "key")
 		o := &nonsEigenOracle{kern: NewGaussian(c.sigma), u: c.U, mu: c.mu, eta: eta, alpha: c.alpha, maxJ: 1024}
 		worst := 0.0
 		for i, x := range xs {

@@ -40,7 +40,7 @@ func benchmarkFixedDictionary(b *testing.B, alg string, params func(j int) map[s
 	xs, ys := s0Data(8192, s0BenchDim, 21)
 	for _, j := range s0BenchSizes {
 		b.Run(fmt.Sprintf("J=%d", j), func(b *testing.B) {
-			l := s0New(b, s0Spec(alg, s0BenchDim, 2, params(j)))
+			l := mustNew(b, gaussianSpec(alg, s0BenchDim, 2, params(j)), "key")
 			s0Fill(b, l, j, xs, ys)
 			// warm up the steady state (scratch capacity)
 			for i := 0; i < 16; i++ {
@@ -112,7 +112,7 @@ func benchmarkGrowing(b *testing.B, alg string, params map[string]any) {
 	xs, ys := s0Data(8192, s0BenchDim, 22)
 	for _, j := range s0BenchSizes {
 		b.Run(fmt.Sprintf("J=%d", j), func(b *testing.B) {
-			l := s0New(b, s0Spec(alg, s0BenchDim, 2, params)).(s0Restorer)
+			l := mustNew(b, gaussianSpec(alg, s0BenchDim, 2, params), "key").(s0Restorer)
 			s0Fill(b, l, j, xs, ys)
 			restore := l.snapshot()
 			block := max(1, j/4)

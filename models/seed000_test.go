@@ -3,25 +3,12 @@ package models
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 )
 
 // Tests of the paper-000 regression learners: kogd, aogd-ald, kons, nons-ald.
-
-// s0Spec builds a spec for the paper-000 learners on a Gaussian kernel.
-func s0Spec(alg string, dim int, sigma float64, params map[string]any) Spec {
-	return Spec{Algorithm: alg, Dim: dim, Kernel: KernelSpec{Type: "gaussian", Sigma: sigma}, Params: params, Seed: 7}
-}
-
-func s0New(tb testing.TB, sp Spec) Learner {
-	tb.Helper()
-	l, err := New(sp, "key")
-	if err != nil {
-		tb.Fatalf("New(%s): %v", sp.Algorithm, err)
-	}
-	return l
-}
 
 // s0Data draws n instances uniform in [-1,1]^d with a smooth target in about
 // [0,1] plus noise (deterministic).
@@ -53,24 +40,15 @@ func s0Run(tb testing.TB, l Learner, xs [][]float64, ys []float64) []float64 {
 	return out
 }
 
-func s0Marshal(tb testing.TB, l Learner) []byte {
-	tb.Helper()
-	b, err := l.MarshalBinary()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
-
 // s0Specs are one representative spec per learner (d = 3).
 func s0Specs() []Spec {
 	return []Spec{
-		s0Spec("kogd", 3, 0.8, map[string]any{"U": 2.0}),
-		s0Spec("kogd", 3, 0.8, map[string]any{"U": 2.0, "eta": 0.2}),
-		s0Spec("aogd-ald", 3, 0.8, map[string]any{"alpha": 0.01, "U": 2.0}),
-		s0Spec("aogd-ald", 3, 0.8, map[string]any{"alpha": 0.05, "B0": 5, "max_budget": 40}),
-		s0Spec("kons", 3, 0.8, map[string]any{"mu": 1.0}),
-		s0Spec("nons-ald", 3, 0.8, map[string]any{"alpha": 0.01, "mu": 1.0, "U": 0.7}),
+		gaussianSpec("kogd", 3, 0.8, map[string]any{"U": 2.0}),
+		gaussianSpec("kogd", 3, 0.8, map[string]any{"U": 2.0, "eta": 0.2}),
+		gaussianSpec("aogd-ald", 3, 0.8, map[string]any{"alpha": 0.01, "U": 2.0}),
+		gaussianSpec("aogd-ald", 3, 0.8, map[string]any{"alpha": 0.05, "B0": 5, "max_budget": 40}),
+		gaussianSpec("kons", 3, 0.8, map[string]any{"mu": 1.0}),
+		gaussianSpec("nons-ald", 3, 0.8, map[string]any{"alpha": 0.01, "mu": 1.0, "U": 0.7}),
 	}
 }
 
@@ -78,14 +56,11 @@ func s0Specs() []Spec {
 // it must be KOGD with the same adaptive rate (spec §1.3, issue 2 oracle test).
 func TestSeed000AOGDALDAlphaZeroIsKOGD(t *testing.T) {
 	xs, ys := s0Data(300, 4, 1)
-	ref := s0New(t, s0Spec("kogd", 4, 0.7, map[string]any{"U": 0.5}))
-	aogd := s0New(t, s0Spec("aogd-ald", 4, 0.7, map[string]any{"alpha": 0.0, "U": 0.5, "B0": 100000, "max_budget": 16384}))
+	ref := mustNew(t, gaussianSpec("kogd", 4, 0.7, map[string]any{"U": 0.5}), "key")
+	aogd := mustNew(t, gaussianSpec("aogd-ald", 4, 0.7, map[string]any{"alpha": 0.0, "U": 0.5, "B0": 100000, "max_budget": 16384}), "key")
 	pk := s0Run(t, ref, xs, ys)
 	pa := s0Run(t, aogd, xs, ys)
-	worst := 0.0
-	for i := range pk {
-		worst = math.Max(worst, math.Abs(pk[i]-pa[i]))
-	}
+	worst := maxAbsDiff(pk, pa)
 	if worst > 1e-9 {
 		t.Fatalf("max |aogd-ald(alpha=0) - kogd| = %g over %d rounds", worst, len(pk))
 	}
@@ -104,14 +79,11 @@ func TestSeed000AOGDALDAlphaZeroIsKOGD(t *testing.T) {
 // that neither the clip nor the W_t projection (absent from KONS) is active.
 func TestSeed000NONSALDAlphaZeroIsKONS(t *testing.T) {
 	xs, ys := s0Data(250, 4, 2)
-	kons := s0New(t, s0Spec("kons", 4, 0.7, map[string]any{"mu": 1.0, "eta": 0.125}))
-	nons := s0New(t, s0Spec("nons-ald", 4, 0.7, map[string]any{"alpha": 0.0, "mu": 1.0, "eta": 0.125, "U": 1e6, "max_budget": 1000}))
+	kons := mustNew(t, gaussianSpec("kons", 4, 0.7, map[string]any{"mu": 1.0, "eta": 0.125}), "key")
+	nons := mustNew(t, gaussianSpec("nons-ald", 4, 0.7, map[string]any{"alpha": 0.0, "mu": 1.0, "eta": 0.125, "U": 1e6, "max_budget": 1000}), "key")
 	pk := s0Run(t, kons, xs, ys)
 	pn := s0Run(t, nons, xs, ys)
-	worst := 0.0
-	for i := range pk {
-		worst = math.Max(worst, math.Abs(pk[i]-pn[i]))
-	}
+	worst := maxAbsDiff(pk, pn)
 	if worst > 1e-9 {
 		t.Fatalf("max |nons-ald(alpha=0) - kons| = %g", worst)
 	}
@@ -128,7 +100,7 @@ func TestSeed000KONSAgainstDirectNewtonStep(t *testing.T) {
 	const d, mu, eta = 3, 0.5, 0.3
 	xs, ys := s0Data(60, d, 3)
 	sp := Spec{Algorithm: "kons", Dim: d, Kernel: KernelSpec{Type: "linear"}, Params: map[string]any{"mu": mu, "eta": eta}}
-	l := s0New(t, sp)
+	l := mustNew(t, sp, "key")
 	A := [][]float64{{mu, 0, 0}, {0, mu, 0}, {0, 0, mu}}
 	w := make([]float64, d)
 	for i, x := range xs {
@@ -176,7 +148,7 @@ func s0Solve3(A [][]float64, b []float64) []float64 {
 // B0 on (exact KOGD, Alg. 1 lines 13-15) every round appends, until max_budget.
 func TestSeed000AOGDALDPhasesAndCap(t *testing.T) {
 	xs, ys := s0Data(400, 3, 4)
-	l := s0New(t, s0Spec("aogd-ald", 3, 0.6, map[string]any{"alpha": 0.3, "B0": 6, "max_budget": 50})).(*aogdALD)
+	l := mustNew(t, gaussianSpec("aogd-ald", 3, 0.6, map[string]any{"alpha": 0.3, "B0": 6, "max_budget": 50}), "key").(*aogdALD)
 	reached := -1
 	for i, x := range xs {
 		before := l.Size()
@@ -198,12 +170,12 @@ func TestSeed000AOGDALDPhasesAndCap(t *testing.T) {
 		t.Fatal("cap never reached")
 	}
 	// At the cap the learner keeps learning (ALD-projected steps).
-	b1 := s0Marshal(t, l)
+	b1 := mustMarshal(t, l)
 	p := l.Predict(xs[0])
 	if err := l.Update(xs[0], p, ys[0]+0.5); err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Equal(b1, s0Marshal(t, l)) {
+	if bytes.Equal(b1, mustMarshal(t, l)) {
 		t.Fatal("update at the cap changed nothing")
 	}
 	// ||f|| <= U holds and the tracked norm matches a' K a.
@@ -219,12 +191,12 @@ func TestSeed000CapBehaviour(t *testing.T) {
 		sp     Spec
 		learns bool
 	}{
-		{s0Spec("kogd", 3, 0.8, map[string]any{"max_budget": 10}), false},
-		{s0Spec("kons", 3, 0.8, map[string]any{"max_budget": 10}), false},
-		{s0Spec("nons-ald", 3, 0.8, map[string]any{"alpha": 1e-6, "max_budget": 10}), true},
+		{gaussianSpec("kogd", 3, 0.8, map[string]any{"max_budget": 10}), false},
+		{gaussianSpec("kons", 3, 0.8, map[string]any{"max_budget": 10}), false},
+		{gaussianSpec("nons-ald", 3, 0.8, map[string]any{"alpha": 1e-6, "max_budget": 10}), true},
 	} {
 		t.Run(c.sp.Algorithm, func(t *testing.T) {
-			l := s0New(t, c.sp)
+			l := mustNew(t, c.sp, "key")
 			s0Run(t, l, xs[:40], ys[:40])
 			if l.Size() != 10 {
 				t.Fatalf("size %d, want the cap 10", l.Size())
@@ -245,18 +217,18 @@ func TestSeed000StateRoundTrip(t *testing.T) {
 	xs, ys := s0Data(220, 3, 6)
 	for _, sp := range s0Specs() {
 		t.Run(sp.Algorithm, func(t *testing.T) {
-			a := s0New(t, sp)
+			a := mustNew(t, sp, "key")
 			s0Run(t, a, xs[:150], ys[:150])
-			blob := s0Marshal(t, a)
-			b := s0New(t, sp)
+			blob := mustMarshal(t, a)
+			b := mustNew(t, sp, "key")
 			if err := b.UnmarshalBinary(blob); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(blob, s0Marshal(t, b)) {
+			if !bytes.Equal(blob, mustMarshal(t, b)) {
 				t.Fatal("re-marshalled state differs")
 			}
 			a.Predict(xs[200])
-			if !bytes.Equal(blob, s0Marshal(t, a)) {
+			if !bytes.Equal(blob, mustMarshal(t, a)) {
 				t.Fatal("Predict changed the state")
 			}
 			pa := s0Run(t, a, xs[150:], ys[150:])
@@ -266,7 +238,7 @@ func TestSeed000StateRoundTrip(t *testing.T) {
 					t.Fatalf("round %d after restore: %v != %v", i, pa[i], pb[i])
 				}
 			}
-			if !bytes.Equal(s0Marshal(t, a), s0Marshal(t, b)) {
+			if !bytes.Equal(mustMarshal(t, a), mustMarshal(t, b)) {
 				t.Fatal("states diverged after restore")
 			}
 		})
@@ -280,16 +252,16 @@ func TestSeed000BadBlobs(t *testing.T) {
 	specs := s0Specs()
 	blobs := map[string][]byte{}
 	for _, sp := range specs {
-		l := s0New(t, sp)
+		l := mustNew(t, sp, "key")
 		s0Run(t, l, xs, ys)
-		blobs[sp.Algorithm] = s0Marshal(t, l)
+		blobs[sp.Algorithm] = mustMarshal(t, l)
 	}
 	for _, sp := range specs {
 		t.Run(sp.Algorithm, func(t *testing.T) {
 			own := blobs[sp.Algorithm]
-			l := s0New(t, sp)
+			l := mustNew(t, sp, "key")
 			s0Run(t, l, xs[:20], ys[:20])
-			before := s0Marshal(t, l)
+			before := mustMarshal(t, l)
 			bad := [][]byte{nil, own[:len(own)/2], own[:len(own)-1], append(append([]byte(nil), own...), 0)}
 			flipped := append([]byte(nil), own...)
 			flipped[len(flipped)/2] ^= 0x10
@@ -302,16 +274,11 @@ func TestSeed000BadBlobs(t *testing.T) {
 			// A blob of the same algorithm for another dimension.
 			other := sp
 			other.Dim = 2
-			lo := s0New(t, other)
+			lo := mustNew(t, other, "key")
 			s0Run(t, lo, [][]float64{{0.1, 0.2}, {0.5, -0.3}}, []float64{0.3, 0.9})
-			bad = append(bad, s0Marshal(t, lo))
+			bad = append(bad, mustMarshal(t, lo))
 			for i, b := range bad {
-				if err := l.UnmarshalBinary(b); !errors.Is(err, ErrState) {
-					t.Fatalf("bad blob %d: err = %v, want ErrState", i, err)
-				}
-				if !bytes.Equal(before, s0Marshal(t, l)) {
-					t.Fatalf("bad blob %d changed the learner", i)
-				}
+				rejectBlob(t, l, before, fmt.Sprintf("bad blob %d", i), b)
 			}
 		})
 	}
@@ -323,9 +290,9 @@ func TestSeed000NumericalGuard(t *testing.T) {
 	xs, ys := s0Data(60, 3, 8)
 	for _, sp := range s0Specs() {
 		t.Run(sp.Algorithm, func(t *testing.T) {
-			l := s0New(t, sp)
+			l := mustNew(t, sp, "key")
 			s0Run(t, l, xs[:50], ys[:50])
-			before := s0Marshal(t, l)
+			before := mustMarshal(t, l)
 			cases := []struct {
 				x []float64
 				y float64
@@ -342,7 +309,7 @@ func TestSeed000NumericalGuard(t *testing.T) {
 				if !errors.Is(err, ErrNumerical) {
 					t.Fatalf("case %d: err = %v, want ErrNumerical", i, err)
 				}
-				if !bytes.Equal(before, s0Marshal(t, l)) {
+				if !bytes.Equal(before, mustMarshal(t, l)) {
 					t.Fatalf("case %d: state changed", i)
 				}
 			}
@@ -354,23 +321,23 @@ func TestSeed000NumericalGuard(t *testing.T) {
 
 func TestSeed000Params(t *testing.T) {
 	bad := []Spec{
-		s0Spec("kogd", 3, 1, map[string]any{"mu": 1.0}),
-		s0Spec("kogd", 3, 1, map[string]any{"eta": -1.0}),
-		s0Spec("kogd", 3, 1, map[string]any{"max_budget": 0}),
-		s0Spec("aogd-ald", 3, 1, map[string]any{"alpha": 1.5}),
-		s0Spec("aogd-ald", 3, 1, map[string]any{"U": 0.0}),
-		s0Spec("aogd-ald", 3, 1, map[string]any{"B0": -1}),
-		s0Spec("aogd-ald", 3, 1, map[string]any{"T": 0}),
-		s0Spec("aogd-ald", 3, 1, map[string]any{"mu": 1.0}),
-		s0Spec("aogd-ald", 3, 1, map[string]any{"max_budget": 100000}),
-		s0Spec("kons", 3, 1, map[string]any{"mu": 0.0}),
-		s0Spec("kons", 3, 1, map[string]any{"max_budget": 1e6}),
-		s0Spec("kons", 3, 1, map[string]any{"alpha": 0.1}),
-		s0Spec("nons-ald", 3, 1, map[string]any{"alpha": -0.1}),
-		s0Spec("nons-ald", 3, 1, map[string]any{"eta": "fast"}),
-		s0Spec("nons-ald", 3, 1, map[string]any{"max_budget": 2.5}),
-		s0Spec("nons-ald", 3, 1, map[string]any{"B0": 10}),
-		s0Spec("nons-ald", 3, 1, map[string]any{"sigma": 1.0}),
+		gaussianSpec("kogd", 3, 1, map[string]any{"mu": 1.0}),
+		gaussianSpec("kogd", 3, 1, map[string]any{"eta": -1.0}),
+		gaussianSpec("kogd", 3, 1, map[string]any{"max_budget": 0}),
+		gaussianSpec("aogd-ald", 3, 1, map[string]any{"alpha": 1.5}),
+		gaussianSpec("aogd-ald", 3, 1, map[string]any{"U": 0.0}),
+		gaussianSpec("aogd-ald", 3, 1, map[string]any{"B0": -1}),
+		gaussianSpec("aogd-ald", 3, 1, map[string]any{"T": 0}),
+		gaussianSpec("aogd-ald", 3, 1, map[string]any{"mu": 1.0}),
+		gaussianSpec("aogd-ald", 3, 1, map[string]any{"max_budget": 100000}),
+		gaussianSpec("kons", 3, 1, map[string]any{"mu": 0.0}),
+		gaussianSpec("kons", 3, 1, map[string]any{"max_budget": 1e6}),
+		gaussianSpec("kons", 3, 1, map[string]any{"alpha": 0.1}),
+		gaussianSpec("nons-ald", 3, 1, map[string]any{"alpha": -0.1}),
+		gaussianSpec("nons-ald", 3, 1, map[string]any{"eta": "fast"}),
+		gaussianSpec("nons-ald", 3, 1, map[string]any{"max_budget": 2.5}),
+		gaussianSpec("nons-ald", 3, 1, map[string]any{"B0": 10}),
+		gaussianSpec("nons-ald", 3, 1, map[string]any{"sigma": 1.0}),
 		{Algorithm: "nons-ald", Dim: 3, Loss: "logistic"},
 	}
 	for i, sp := range bad {
@@ -379,10 +346,10 @@ func TestSeed000Params(t *testing.T) {
 		}
 	}
 	good := []Spec{
-		s0Spec("kogd", 3, 1, map[string]any{"eta": 0.1, "U": 1.0, "max_budget": 5}),
-		s0Spec("aogd-ald", 3, 1, map[string]any{"alpha": 0.0, "U": 2.0, "B0": 0, "max_budget": 16, "T": 100}),
-		s0Spec("kons", 3, 1, map[string]any{"mu": 5.0, "eta": 0.1, "U": 1.0, "max_budget": 10}),
-		s0Spec("nons-ald", 3, 1, map[string]any{"alpha": 0.01, "mu": 15.0, "eta": 0.125, "U": 1.0, "max_budget": 16, "T": 100}),
+		gaussianSpec("kogd", 3, 1, map[string]any{"eta": 0.1, "U": 1.0, "max_budget": 5}),
+		gaussianSpec("aogd-ald", 3, 1, map[string]any{"alpha": 0.0, "U": 2.0, "B0": 0, "max_budget": 16, "T": 100}),
+		gaussianSpec("kons", 3, 1, map[string]any{"mu": 5.0, "eta": 0.1, "U": 1.0, "max_budget": 10}),
+		gaussianSpec("nons-ald", 3, 1, map[string]any{"alpha": 0.01, "mu": 15.0, "eta": 0.125, "U": 1.0, "max_budget": 16, "T": 100}),
 	}
 	for _, sp := range good {
 		if _, err := New(sp, "k"); err != nil {
@@ -390,11 +357,11 @@ func TestSeed000Params(t *testing.T) {
 		}
 	}
 	// Defaults that come from the horizon T.
-	l := s0New(t, s0Spec("aogd-ald", 18, 8, map[string]any{"T": 16599})).(*aogdALD)
+	l := mustNew(t, gaussianSpec("aogd-ald", 18, 8, map[string]any{"T": 16599}), "key").(*aogdALD)
 	if math.Abs(l.alpha-25.0/16599) > 1e-15 || l.b0 != 537 || l.u != 2 || l.maxBudget != 1024 {
 		t.Fatalf("aogd-ald defaults: alpha %v B0 %d U %v max_budget %d", l.alpha, l.b0, l.u, l.maxBudget)
 	}
-	n := s0New(t, s0Spec("nons-ald", 18, 8, nil)).(*nonsALD)
+	n := mustNew(t, gaussianSpec("nons-ald", 18, 8, nil), "key").(*nonsALD)
 	if n.alpha != 25.0/10000 || n.u != 1 || n.mu != 1 || n.eta != 1.0/8 {
 		t.Fatalf("nons-ald defaults: alpha %v U %v mu %v eta %v", n.alpha, n.u, n.mu, n.eta)
 	}
@@ -410,7 +377,7 @@ func TestSeed000PredictCacheIsTransparent(t *testing.T) {
 			continue
 		}
 		t.Run(sp.Algorithm, func(t *testing.T) {
-			a, b, c, d := s0New(t, sp), s0New(t, sp), s0New(t, sp), s0New(t, sp)
+			a, b, c, d := mustNew(t, sp, "key"), mustNew(t, sp, "key"), mustNew(t, sp, "key"), mustNew(t, sp, "key")
 			buf := make([]float64, 3)
 			for i, x := range xs {
 				if err := a.Update(x, a.Predict(x), ys[i]); err != nil {
@@ -430,9 +397,9 @@ func TestSeed000PredictCacheIsTransparent(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			want := s0Marshal(t, a)
+			want := mustMarshal(t, a)
 			for k, l := range []Learner{b, c, d} {
-				if !bytes.Equal(want, s0Marshal(t, l)) {
+				if !bytes.Equal(want, mustMarshal(t, l)) {
 					t.Fatalf("variant %d: state differs from predict-then-update", k)
 				}
 			}
@@ -566,23 +533,23 @@ func TestSeed000InconsistentPayloads(t *testing.T) {
 		},
 	}
 	for alg, fns := range cases {
-		sp := s0Spec(alg, 3, 1, nil)
+		sp := gaussianSpec(alg, 3, 1, nil)
 		for i, fn := range fns {
-			l := s0New(t, sp)
-			before := s0Marshal(t, l)
+			l := mustNew(t, sp, "key")
+			before := mustMarshal(t, l)
 			w := NewStateWriter(nil, alg, 1)
 			fn(w)
 			if err := l.UnmarshalBinary(w.Finish()); !errors.Is(err, ErrState) {
 				t.Errorf("%s case %d: err = %v, want ErrState", alg, i, err)
 			}
-			if !bytes.Equal(before, s0Marshal(t, l)) {
+			if !bytes.Equal(before, mustMarshal(t, l)) {
 				t.Errorf("%s case %d: learner changed", alg, i)
 			}
 		}
 	}
 	// The valid counterpart of the kogd payloads decodes (so the cases above
 	// fail for the reason they name).
-	l := s0New(t, s0Spec("kogd", 3, 1, nil))
+	l := mustNew(t, gaussianSpec("kogd", 3, 1, nil), "key")
 	w := NewStateWriter(nil, "kogd", 1)
 	w.Int(1)
 	w.Int(0)

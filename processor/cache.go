@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"container/list"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
@@ -18,7 +17,51 @@ type slot struct {
 	updates uint64 // n_updates: successful updates so far (part of the stored state)
 	dirty   bool   // changed since the last checkpoint (Predict may advance the PRNG)
 	stored  bool   // a version of it is in Badger
-	elem    *list.Element
+
+	prev, next *slot // LRU links (intrusive: no allocation per learner)
+}
+
+// lruList is a circular doubly linked list of slots around a sentinel;
+// front = most recently used.
+type lruList struct {
+	root slot
+	n    int
+}
+
+func (l *lruList) init() {
+	l.root.prev, l.root.next, l.n = &l.root, &l.root, 0
+}
+
+func (l *lruList) pushFront(s *slot) {
+	if l.root.next == nil {
+		l.init()
+	}
+	s.prev, s.next = &l.root, l.root.next
+	l.root.next.prev = s
+	l.root.next = s
+	l.n++
+}
+
+func (l *lruList) remove(s *slot) {
+	s.prev.next, s.next.prev = s.next, s.prev
+	s.prev, s.next = nil, nil
+	l.n--
+}
+
+func (l *lruList) moveToFront(s *slot) {
+	if l.root.next == s {
+		return
+	}
+	l.remove(s)
+	l.pushFront(s)
+}
+
+// back is the least recently used slot (nil when empty).
+func (l *lruList) back() *slot {
+	if l.n == 0 {
+		return nil
+	}
+	return l.root.prev
 }
 
 // learnerCache holds one partition's learners. At most about max learners
@@ -32,9 +75,10 @@ type learnerCache struct {
 	spec     models.Spec
 	store    *checkpoint.Store
 	live     map[string]*slot
-	lru      list.List // front = most recently used
+	lru      lruList
 	evicted  map[string][]byte
 	inflight map[string][]byte // evicted blobs of the checkpoint in flight
+	spare    map[string][]byte // the last committed inflight map, emptied: the next `evicted` (no regrowth)
 	fresh    map[string]bool   // evicted learners never stored in Badger
 	onDisk   int               // learners in Badger for this partition
 	max      int
@@ -48,9 +92,9 @@ type learnerCache struct {
 	// its blob is in Badger). A key whose hash is absent has never been
 	// checkpointed, so its first sight skips the Badger read. A hash
 	// collision or an abandoned checkpoint only costs a read that finds
-	// nothing; a stored key is never missing (no false negative). About 16
-	// bytes per stored key (docs/scale.md).
-	stored  map[uint64]struct{}
+	// nothing; a stored key is never missing (no false negative). 8 to 16
+	// bytes per stored key (hashSet).
+	stored  hashSet
 	seed    maphash.Seed
 	skipped int64 // reads skipped for keys never stored
 }
@@ -58,7 +102,7 @@ type learnerCache struct {
 func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global, disk *atomic.Int64) *learnerCache {
 	return &learnerCache{part: part, spec: spec, store: store, live: map[string]*slot{}, evicted: map[string][]byte{},
 		fresh: map[string]bool{}, max: max, global: global, disk: disk,
-		stored: map[uint64]struct{}{}, seed: maphash.MakeSeed()}
+		seed: maphash.MakeSeed()}
 }
 
 // loadStored fills the stored-key set from Badger (keys only) and sets the
@@ -66,7 +110,7 @@ func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max in
 func (c *learnerCache) loadStored() error {
 	n := 0
 	err := c.store.EachLearnerKey(c.part, func(key []byte) {
-		c.stored[c.hash(key)] = struct{}{}
+		c.stored.add(c.hash(key))
 		n++
 	})
 	if err != nil {
@@ -80,8 +124,7 @@ func (c *learnerCache) hash(key []byte) uint64 { return maphash.Bytes(c.seed, ke
 
 // mayBeStored is false only for a key that was never checkpointed.
 func (c *learnerCache) mayBeStored(key []byte) bool {
-	_, ok := c.stored[c.hash(key)]
-	return ok
+	return c.stored.has(c.hash(key))
 }
 
 // setOnDisk sets the partition's stored-learner count (and the global one).
@@ -93,7 +136,7 @@ func (c *learnerCache) setOnDisk(n int) {
 // get returns the learner of key, loading or creating it.
 func (c *learnerCache) get(key []byte) (*slot, error) {
 	if s, ok := c.live[string(key)]; ok {
-		c.lru.MoveToFront(s.elem)
+		c.lru.moveToFront(s)
 		return s, nil
 	}
 	k := string(key)
@@ -127,7 +170,7 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 	default:
 		c.skipped++
 	}
-	s.elem = c.lru.PushFront(s)
+	c.lru.pushFront(s)
 	c.live[k] = s
 	c.global.Add(1)
 	return s, c.evict()
@@ -150,8 +193,8 @@ func (c *learnerCache) decode(s *slot, blob []byte) error {
 // evict drops least recently used learners while the global count is above
 // max, keeping at least the one just used.
 func (c *learnerCache) evict() error {
-	for c.global.Load() > int64(c.max) && c.lru.Len() > 1 {
-		s := c.lru.Back().Value.(*slot)
+	for c.global.Load() > int64(c.max) && c.lru.n > 1 {
+		s := c.lru.back()
 		if s.dirty {
 			b, err := encodeSlot(s)
 			if err != nil {
@@ -162,7 +205,7 @@ func (c *learnerCache) evict() error {
 				c.fresh[s.key] = true
 			}
 		}
-		c.lru.Remove(s.elem)
+		c.lru.remove(s)
 		delete(c.live, s.key)
 		c.global.Add(-1)
 	}
@@ -189,7 +232,7 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 	ops = make([]checkpoint.Op, 0, len(c.evicted))
 	for k, b := range c.evicted {
 		kb := []byte(k)
-		c.stored[c.hash(kb)] = struct{}{}
+		c.stored.add(c.hash(kb))
 		ops = append(ops, checkpoint.Op{Key: kb, Value: b})
 	}
 	fresh = len(c.fresh)
@@ -202,7 +245,7 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 			return nil, 0, err
 		}
 		kb := []byte(s.key)
-		c.stored[c.hash(kb)] = struct{}{}
+		c.stored.add(c.hash(kb))
 		ops = append(ops, checkpoint.Op{Key: kb, Value: b})
 		s.dirty = false
 		if !s.stored {
@@ -214,14 +257,19 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 		c.evicted[s.key] = b
 	}
 	c.inflight = c.evicted
-	c.evicted = map[string][]byte{}
+	c.evicted = c.spare
+	c.spare = nil
+	if c.evicted == nil {
+		c.evicted = make(map[string][]byte, len(c.inflight))
+	}
 	clear(c.fresh)
 	return ops, fresh, nil
 }
 
 // committed ends the checkpoint in flight: its blobs are in Badger.
 func (c *learnerCache) committed(fresh int) {
-	c.inflight = nil
+	clear(c.inflight)
+	c.spare, c.inflight = c.inflight, nil
 	c.setOnDisk(c.onDisk + fresh)
 }
 
@@ -230,7 +278,10 @@ func (c *learnerCache) committed(fresh int) {
 // operations themselves are carried into the next checkpoint).
 func (c *learnerCache) abandoned() {
 	for k, b := range c.inflight {
-		if _, live := c.live[k]; live {
+		if s, live := c.live[k]; live {
+			// snapshot marked it clean; dirty again, so that evicting it
+			// keeps its blob in memory (Badger does not have it).
+			s.dirty = true
 			continue
 		}
 		if _, newer := c.evicted[k]; !newer {
@@ -245,9 +296,9 @@ func (c *learnerCache) release() {
 	c.global.Add(-int64(len(c.live)))
 	c.setOnDisk(0)
 	c.live = map[string]*slot{}
-	c.lru.Init()
+	c.lru.init()
 	clear(c.evicted)
 	clear(c.fresh)
-	clear(c.stored)
+	c.stored.reset()
 	c.inflight = nil
 }

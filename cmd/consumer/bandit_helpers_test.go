@@ -213,8 +213,10 @@ func sameDecision(o decisionOutput, want refDecision) error {
 	switch {
 	case o.Key != want.key:
 		return fmt.Errorf("key %q, want %q", o.Key, want.key)
-	case o.Arm == nil || *o.Arm != want.arm:
-		return fmt.Errorf("arm %v, direct replay %s", o.Arm, want.arm)
+	case o.Arm == nil:
+		return fmt.Errorf("no arm, direct replay %s", want.arm)
+	case *o.Arm != want.arm:
+		return fmt.Errorf("arm %s, direct replay %s", *o.Arm, want.arm)
 	case !close(o.Mean, want.d.Mean) || !close(o.YHat, want.d.Mean):
 		return fmt.Errorf("mean %v y_hat %v, direct replay %v", o.Mean, o.YHat, want.d.Mean)
 	case !close(o.Std, want.d.Std):
