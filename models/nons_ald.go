@@ -21,7 +21,7 @@ package models
 //     The eigen form of §1.6.3 is implemented as a test oracle
 //     (nons_ald_test.go) and the predictions agree to 1e-9.
 //   - [SUGGEST] §1.10.4: A is kept as its Cholesky factor C (A = C C'), updated
-//     by the O(j^2) rank-one update with sqrt(eta) grad (linalg.Rank1UpdateMul),
+//     by the O(j^2) rank-one update with sqrt(eta) grad (linalg.Rank1Update),
 //     and A^{-1} v is two triangular solves. Unlike an explicit A^{-1} under
 //     Sherman-Morrison, the factor cannot drift away from symmetric positive
 //     definite, so no periodic symmetrisation or refactorisation is needed; a
@@ -207,7 +207,7 @@ func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
 	z := l.z[:jn]
 	copy(z, phi)
 	linalg.Scale(se, z)
-	l.C.Rank1UpdateMul(z)
+	l.C.Rank1Update(z)
 	l.w, l.next = wp, l.w[:cap(l.w)]
 	l.pending = true
 	l.t++

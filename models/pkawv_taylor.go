@@ -25,7 +25,7 @@ import (
 //
 // Choices:
 //   - [SUGGEST §4.3] multi-index features (taylor.go).
-//   - [CODE] Sherman-Morrison on the packed symmetric inverse (linalg.Sym, MulVecFast + Rank1Fast): the
+//   - [CODE] Sherman-Morrison on the packed symmetric inverse (linalg.Sym, MulVec + Rank1): the
 //     paper's update, O(r^2) per record (predict r^2 + update r^2/2 multiply-adds).
 //     Packed storage keeps A^{-1} exactly symmetric, which removes the
 //     loss-of-symmetry drift §11 S2 warns about. Drift of A^{-1} against a fresh
@@ -107,7 +107,7 @@ func (l *pkawvTaylor) prepare(x []float64) {
 		return
 	}
 	l.table.features(l.v, l.scaled, x, l.invSigma)
-	l.ainv.MulVecFast(l.u, l.v)
+	l.ainv.MulVec(l.u, l.v)
 	l.memoH = linalg.Dot(l.v, l.u)
 	l.memoUB = linalg.Dot(l.u, l.b)
 	l.memo.set(x, l.t)
@@ -135,7 +135,7 @@ func (l *pkawvTaylor) Update(x []float64, _ Prediction, y float64) error {
 	if !linalg.AllFinite(l.bNew) {
 		return fmt.Errorf("pkawv-taylor: update %d: %w", l.t+1, ErrNumerical)
 	}
-	l.ainv.Rank1Fast(-1/(1+h), l.u)
+	l.ainv.Rank1(-1/(1+h), l.u)
 	l.b, l.bNew = l.bNew, l.b
 	l.t++
 	l.memo.invalidate()

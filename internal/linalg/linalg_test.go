@@ -240,25 +240,3 @@ func TestSymOpsMatchGonum(t *testing.T) {
 		}
 	}
 }
-
-func TestTriRank1UpdateMulMatchesColumnSweep(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{1, 2, 9, 64} {
-		a, _ := ltSPD(t, r, n)
-		b := &Tri{N: a.N, Data: append([]float64(nil), a.Data...)}
-		for rep := 0; rep < 20; rep++ {
-			x := ltRand(r, n)
-			y := append([]float64(nil), x...)
-			if !a.Rank1Update(x) || !b.Rank1UpdateMul(y) {
-				t.Fatalf("n=%d: update failed", n)
-			}
-		}
-		if d := ltMaxDiff(a.Data, b.Data); d > 1e-12 {
-			t.Fatalf("n=%d: Rank1UpdateMul differs from Rank1Update by %g", n, d)
-		}
-	}
-	tri, _ := ltSPD(t, r, 3)
-	if tri.Rank1UpdateMul([]float64{0, math.NaN(), 0}) {
-		t.Fatal("Rank1UpdateMul accepted NaN")
-	}
-}

@@ -66,25 +66,35 @@ func (t *Tri) MulVec(dst, x []float64) {
 	}
 }
 
-// Rank1Update turns L into the Cholesky factor of L L' + x x' in O(n^2)
-// (the classic Givens-free update). x is overwritten. It reports false, with L
-// partly updated, only if a pivot became non-finite; callers that must not
-// corrupt state work on a copy or check the inputs first.
+// Rank1Update turns L into the Cholesky factor of L L' + x x', in O(n^2) by
+// the classic column sweep, with one division per column (each column is
+// scaled by the precomputed 1/c) and the packed index advanced incrementally.
+// NONS-ALD runs it on the factor of its ONS matrix A every round. x is overwritten.
+//
+// It reports false, with L partly updated, only if a pivot is or becomes zero
+// or non-finite; callers that must not corrupt state validate x first (for a
+// finite x and a finite positive-diagonal L it cannot fail unless the squared
+// norms overflow).
 func (t *Tri) Rank1Update(x []float64) bool {
 	n := t.N
+	d := t.Data
+	x = x[:n]
 	for k := 0; k < n; k++ {
-		lkk := t.Data[k*(k+1)/2+k]
-		r := math.Hypot(lkk, x[k])
-		c := r / lkk
-		s := x[k] / lkk
-		if r == 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		pk := k*(k+1)/2 + k
+		lkk := d[pk]
+		xk := x[k]
+		r := math.Sqrt(lkk*lkk + xk*xk)
+		if !(r > 0) || math.IsInf(r, 0) || !(lkk > 0) {
 			return false
 		}
-		t.Data[k*(k+1)/2+k] = r
+		c, s, ic := r/lkk, xk/lkk, lkk/r
+		d[pk] = r
+		p := pk + k + 1 // element (k+1, k)
 		for i := k + 1; i < n; i++ {
-			p := i*(i+1)/2 + k
-			t.Data[p] = (t.Data[p] + s*x[i]) / c
-			x[i] = c*x[i] - s*t.Data[p]
+			v := (d[p] + s*x[i]) * ic
+			d[p] = v
+			x[i] = c*x[i] - s*v
+			p += i + 1
 		}
 	}
 	return true
