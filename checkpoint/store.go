@@ -82,7 +82,7 @@ type Options struct {
 	// SyncWrites fsyncs each transaction.
 	SyncWrites bool
 	// MaxTxnBytes caps the bytes written by one transaction (0 = only
-	// Badger's own limit, about 15% of the 16 MiB memtable). Tests set it
+	// Badger's own limit, about 15% of the 32 MiB memtable). Tests set it
 	// tiny to force the staged path.
 	MaxTxnBytes int
 	// Logger receives Badger's warnings and errors and the recovery log.

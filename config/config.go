@@ -81,7 +81,7 @@ type Labels struct {
 
 // Cache bounds the learners held in memory.
 type Cache struct {
-	MaxLearners int `yaml:"max_learners" doc:"learners kept in memory per partition; colder ones live only in Badger and are read back on demand"`
+	MaxLearners int `yaml:"max_learners" doc:"learners kept in memory by the whole process (each partition may hold one more, the one in use); colder ones live only in Badger and are read back on demand"`
 }
 
 // Output shapes the prediction records.
