@@ -37,3 +37,13 @@ bench-keys:
 # simulated audience, live click rate against random choice (docs/bandits.md).
 run-bandit:
 	$(GO) run ./cmd/consumer -demo bandit
+
+# Runs every fuzz target for FUZZTIME each (make test runs their seed corpora).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./models -run '^$$' -fuzz '^FuzzLearnerState$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./models -run '^$$' -fuzz '^FuzzStateReader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./processor -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/dataset -run '^$$' -fuzz '^FuzzReadLIBSVM$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/dataset -run '^$$' -fuzz '^FuzzReadCSV$$' -fuzztime $(FUZZTIME)

@@ -684,6 +684,7 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 	st1 := l.st1.decode(rd)
 	sketched := rd.Bool()
 	rd.Check(!sketched || st1.n == l.B, "sketch built before the budget filled")
+	rd.Check(sketched || st1.n < l.B, "full budget without a sketch")
 	var r, ringN, ringHead int
 	var code, lm, ringCode []int
 	var phiPM, V, lam, z, v, ainv, ringX []float64

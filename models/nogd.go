@@ -193,6 +193,7 @@ func (l *nogd) UnmarshalBinary(blob []byte) error {
 	st1 := l.st1.decode(r)
 	sketched := r.Bool()
 	r.Check(!sketched || st1.n == l.B, "map built before the budget filled")
+	r.Check(sketched || st1.n < l.B, "full budget without a sketch")
 	var m, w []float64
 	if sketched {
 		m = r.Floats(nil)
