@@ -193,17 +193,9 @@ func stageKey(part int, seq uint32) []byte {
 // Meta returns the partition meta, or ok=false when the partition has never
 // been checkpointed.
 func (s *Store) Meta(part int) (meta []byte, ok bool, err error) {
-	err = s.db.View(func(txn *badger.Txn) error {
-		it, e := txn.Get(partKey(nsMeta, part, nil))
-		if errors.Is(e, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if e != nil {
-			return e
-		}
-		ok = true
-		meta, e = it.ValueCopy(nil)
-		return e
+	ok, err = s.get(partKey(nsMeta, part, nil), func(v []byte) error {
+		meta = append([]byte(nil), v...)
+		return nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("checkpoint: read meta of partition %d: %w", part, err)
@@ -213,17 +205,9 @@ func (s *Store) Meta(part int) (meta []byte, ok bool, err error) {
 
 // Learner returns the stored blob of key in partition part, or ok=false.
 func (s *Store) Learner(part int, key []byte) (blob []byte, ok bool, err error) {
-	err = s.db.View(func(txn *badger.Txn) error {
-		it, e := txn.Get(partKey(nsLearner, part, key))
-		if errors.Is(e, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if e != nil {
-			return e
-		}
-		ok = true
-		blob, e = it.ValueCopy(nil)
-		return e
+	ok, err = s.get(partKey(nsLearner, part, key), func(v []byte) error {
+		blob = append([]byte(nil), v...)
+		return nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("checkpoint: read learner of partition %d: %w", part, err)
@@ -236,8 +220,18 @@ func (s *Store) Learner(part int, key []byte) (blob []byte, ok bool, err error) 
 // may point into Badger's memory-mapped tables): fn must decode it, not keep
 // it. It saves the copy of Learner on the cold path.
 func (s *Store) ReadLearner(part int, key []byte, fn func(blob []byte) error) (ok bool, err error) {
+	ok, err = s.get(partKey(nsLearner, part, key), fn)
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: read learner of partition %d: %w", part, err)
+	}
+	return ok, nil
+}
+
+// get calls fn with the stored value of key, if any (the value is valid only
+// during fn), and reports whether it exists.
+func (s *Store) get(key []byte, fn func(v []byte) error) (ok bool, err error) {
 	err = s.db.View(func(txn *badger.Txn) error {
-		it, e := txn.Get(partKey(nsLearner, part, key))
+		it, e := txn.Get(key)
 		if errors.Is(e, badger.ErrKeyNotFound) {
 			return nil
 		}
@@ -247,10 +241,26 @@ func (s *Store) ReadLearner(part int, key []byte, fn func(blob []byte) error) (o
 		ok = true
 		return it.Value(fn)
 	})
-	if err != nil {
-		return false, fmt.Errorf("checkpoint: read learner of partition %d: %w", part, err)
-	}
-	return ok, nil
+	return ok, err
+}
+
+// scan calls fn for every stored item whose key starts with prefix, in key
+// order, in one read transaction; values says whether to prefetch values
+// (false when fn reads keys only). The item is valid only during fn.
+func (s *Store) scan(prefix []byte, values bool, fn func(item *badger.Item) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.PrefetchValues = values
+		o.Prefix = prefix
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := fn(it.Item()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // EachLearnerKey calls fn with the routing key of every stored learner of
@@ -258,15 +268,8 @@ func (s *Store) ReadLearner(part int, key []byte, fn func(blob []byte) error) (o
 // valid only during fn.
 func (s *Store) EachLearnerKey(part int, fn func(key []byte)) error {
 	prefix := partKey(nsLearner, part, nil)
-	return s.db.View(func(txn *badger.Txn) error {
-		o := badger.DefaultIteratorOptions
-		o.PrefetchValues = false
-		o.Prefix = prefix
-		it := txn.NewIterator(o)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			fn(it.Item().Key()[len(prefix):])
-		}
+	return s.scan(prefix, false, func(item *badger.Item) error {
+		fn(item.Key()[len(prefix):])
 		return nil
 	})
 }
@@ -284,39 +287,18 @@ func (s *Store) EachPending(part int, fn func(key, value []byte) error) error {
 // CountLearners counts the stored learners of partition part (keys only).
 func (s *Store) CountLearners(part int) (int, error) {
 	n := 0
-	prefix := partKey(nsLearner, part, nil)
-	err := s.db.View(func(txn *badger.Txn) error {
-		o := badger.DefaultIteratorOptions
-		o.PrefetchValues = false
-		o.Prefix = prefix
-		it := txn.NewIterator(o)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	})
+	err := s.EachLearnerKey(part, func([]byte) { n++ })
 	return n, err
 }
 
 func (s *Store) each(ns byte, part int, fn func(key, value []byte) error) error {
 	prefix := partKey(ns, part, nil)
-	return s.db.View(func(txn *badger.Txn) error {
-		o := badger.DefaultIteratorOptions
-		o.Prefix = prefix
-		it := txn.NewIterator(o)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			v, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			if err := fn(item.KeyCopy(nil)[len(prefix):], v); err != nil {
-				return err
-			}
+	return s.scan(prefix, true, func(item *badger.Item) error {
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
 		}
-		return nil
+		return fn(item.KeyCopy(nil)[len(prefix):], v)
 	})
 }
 
@@ -496,15 +478,8 @@ func (s *Store) applyStaged(part int, ops []Op) error {
 func (s *Store) dropStaging(part int) error {
 	var keys [][]byte
 	prefix := partKey(nsStage, part, nil)
-	err := s.db.View(func(txn *badger.Txn) error {
-		o := badger.DefaultIteratorOptions
-		o.PrefetchValues = false
-		o.Prefix = prefix
-		it := txn.NewIterator(o)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
+	err := s.scan(prefix, false, func(item *badger.Item) error {
+		keys = append(keys, item.KeyCopy(nil))
 		return nil
 	})
 	if err == nil {
@@ -520,26 +495,20 @@ func (s *Store) dropStaging(part int) error {
 func (s *Store) recover() error {
 	parts := map[int]int{} // partition -> staged op count, -1 when unmarked
 	for _, ns := range []byte{nsRedo, nsStage} {
-		err := s.db.View(func(txn *badger.Txn) error {
-			o := badger.DefaultIteratorOptions
-			o.Prefix = []byte{ns}
-			it := txn.NewIterator(o)
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				k := it.Item().Key()
-				if len(k) < 5 {
-					continue
+		err := s.scan([]byte{ns}, true, func(item *badger.Item) error {
+			k := item.Key()
+			if len(k) < 5 {
+				return nil
+			}
+			p := int(binary.BigEndian.Uint32(k[1:5]))
+			if ns == nsRedo {
+				v, err := item.ValueCopy(nil)
+				if err != nil || len(v) != 4 {
+					return fmt.Errorf("checkpoint: corrupt redo marker of partition %d", p)
 				}
-				p := int(binary.BigEndian.Uint32(k[1:5]))
-				if ns == nsRedo {
-					v, err := it.Item().ValueCopy(nil)
-					if err != nil || len(v) != 4 {
-						return fmt.Errorf("checkpoint: corrupt redo marker of partition %d", p)
-					}
-					parts[p] = int(binary.BigEndian.Uint32(v))
-				} else if _, ok := parts[p]; !ok {
-					parts[p] = -1
-				}
+				parts[p] = int(binary.BigEndian.Uint32(v))
+			} else if _, ok := parts[p]; !ok {
+				parts[p] = -1
 			}
 			return nil
 		})
@@ -611,20 +580,11 @@ func (s *Store) SetHeld(parts []int) error {
 // Held returns what SetHeld last recorded (nil if never).
 func (s *Store) Held() ([]int, error) {
 	var parts []int
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get([]byte{nsHeld})
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
+	_, err := s.get([]byte{nsHeld}, func(v []byte) error {
+		for i := 0; i+4 <= len(v); i += 4 {
+			parts = append(parts, int(binary.BigEndian.Uint32(v[i:])))
 		}
-		if err != nil {
-			return err
-		}
-		return it.Value(func(v []byte) error {
-			for i := 0; i+4 <= len(v); i += 4 {
-				parts = append(parts, int(binary.BigEndian.Uint32(v[i:])))
-			}
-			return nil
-		})
+		return nil
 	})
 	return parts, err
 }

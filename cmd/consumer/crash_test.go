@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -38,17 +39,7 @@ func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end crash test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	b, err := broker.Start(broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	addr := b.Addrs()[0]
-	if err := b.CreateTopics(ctx, crashPartitions, "features", "out-ref", "dlq-ref", "out-crash", "dlq-crash"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, b, addr := startBroker(t, 4*time.Minute, crashPartitions, "features", "out-ref", "dlq-ref", "out-crash", "dlq-crash")
 
 	// One input stream, read by two groups: the reference run and the
 	// crashed-and-restarted one.
@@ -72,63 +63,103 @@ func TestCrashSafety(t *testing.T) {
 	crashCfg := writeConfig(t, dir, "crash.yaml", fmtConfig(addr, "crash", "out-crash", "dlq-crash", crashDir, ""))
 
 	// The uninterrupted run, concurrently with the crashing one.
-	refDone := make(chan struct{})
-	refProc := startConsumer(t, refCfg, filepath.Join(dir, "ref.log"))
-	go func() {
-		defer close(refDone)
-		p := refProc
+	refDone := runReference(t, refCfg, filepath.Join(dir, "ref.log"), func(p *consumerProcess) {
 		waitCaughtUp(ctx, t, addr, "ref", crashPartitions, p)
-		if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
-			t.Errorf("reference run: exit %d after SIGTERM; log tail:\n%s", code, tail(p.log, 3000))
-		}
-	}()
+	})
 
-	// Kill points: an early kill a random few hundred milliseconds after a
-	// start (often before the first checkpoint), then kills when the output
-	// topic reaches random fractions of the stream.
-	rng := rand.New(rand.NewPCG(2026, 11))
-	fractions := []float64{rng.Float64() * 0.1, 0.1 + rng.Float64()*0.2, 0.3 + rng.Float64()*0.2, 0.5 + rng.Float64()*0.2, 0.7 + rng.Float64()*0.2}
-	sort.Float64s(fractions)
 	crashLog := filepath.Join(dir, "crash.log")
-	p := startConsumer(t, crashCfg, crashLog)
-	time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
-	p.stop(t, syscall.SIGKILL, 10*time.Second)
-	t.Logf("killed at start-up")
-	for _, frac := range fractions {
-		p = startConsumer(t, crashCfg, crashLog)
-		target := int64(frac * crashFeatures)
-		for {
-			out, _, err := endOffsets(ctx, addr, "out-crash", crashPartitions)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out >= target {
-				t.Logf("killed at %d outputs (target %.0f%% of %d)", out, 100*frac, crashFeatures)
-				break
-			}
-			select {
-			case err := <-p.done:
-				t.Fatalf("consumer exited on its own (%v); log tail:\n%s", err, tail(crashLog, 3000))
-			case <-ctx.Done():
-				t.Fatalf("timed out waiting for %d outputs (have %d); log tail:\n%s", target, out, tail(crashLog, 3000))
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		p.stop(t, syscall.SIGKILL, 10*time.Second)
-	}
-	p = startConsumer(t, crashCfg, crashLog)
-	waitCaughtUp(ctx, t, addr, "crash", crashPartitions, p)
-	if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
-		t.Errorf("final run: exit %d after SIGTERM; log tail:\n%s", code, tail(crashLog, 3000))
-	}
+	killAndRestart(ctx, t, crashKills{
+		rng: rand.New(rand.NewPCG(2026, 11)), cfg: crashCfg, log: crashLog, addr: addr, output: "out-crash",
+		stream: fmt.Sprint(crashFeatures), poll: 20 * time.Millisecond,
+		target: func(frac float64) int64 { return int64(frac * crashFeatures) },
+		finish: func(p *consumerProcess) { waitCaughtUp(ctx, t, addr, "crash", crashPartitions, p) },
+	})
 	<-refDone
 	if t.Failed() {
 		return
 	}
 
+	ref := compareLearnerStates(t, refDir, crashDir, crashKeys)
+
+	// The operator's view of the same comparison: consumer -dump-state.
+	var refDump, crashDump, errOut capture
+	if code := run([]string{"-dump-state", refDir, "-dump-partitions", "4"}, &refDump, &errOut); code != 0 {
+		t.Fatalf("-dump-state: exit %d: %s", code, errOut.String())
+	}
+	if code := run([]string{"-dump-state", crashDir, "-dump-partitions", "4"}, &crashDump, &errOut); code != 0 {
+		t.Fatalf("-dump-state: exit %d: %s", code, errOut.String())
+	}
+	if lines := strings.Count(refDump.String(), "\n"); lines != crashKeys || refDump.String() != crashDump.String() {
+		t.Errorf("-dump-state: %d lines; reference:\n%s\ncrashed:\n%s", lines, refDump.String(), crashDump.String())
+	}
+
+	outputs, distinct, inputs := checkPredicted(ctx, t, b.Addrs(), "out-crash", inputIDs)
+	t.Logf("%d predictions for %d inputs (%d duplicates from replays after kills); %d learners equal", outputs, inputs, outputs-distinct, len(ref))
+}
+
+// checkPredicted reads the output topic and fails the test for every input
+// id (inputIDs[id] true) that has no output record: the first five one by one,
+// then their count. It returns the number of output records, of distinct ids
+// among them and of inputs.
+func checkPredicted(ctx context.Context, t *testing.T, addrs []string, topic string, inputIDs map[string]bool) (outputs, distinct, inputs int) {
+	t.Helper()
+	msgs, err := broker.ReadAll(ctx, addrs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[string]bool, len(inputIDs))
+	for _, m := range msgs {
+		var o struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(m.Value, &o); err != nil {
+			t.Fatalf("output %s: %v", m.Value, err)
+		}
+		seen[o.ID] = true
+	}
+	missing := 0
+	for id, isInput := range inputIDs {
+		if !isInput {
+			continue
+		}
+		inputs++
+		if !seen[id] {
+			if missing < 5 {
+				t.Errorf("input %s has no prediction", id)
+			}
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d inputs have no prediction", missing, inputs)
+	}
+	return len(msgs), len(seen), inputs
+}
+
+// runReference starts the uninterrupted run of a crash test on cfg and, in
+// the background, waits for it (wait) and stops it: it must exit 0 within
+// crashGrace of SIGTERM. The channel closes when that is done.
+func runReference(t *testing.T, cfg, log string, wait func(p *consumerProcess)) <-chan struct{} {
+	refDone := make(chan struct{})
+	p := startConsumer(t, cfg, log)
+	go func() {
+		defer close(refDone)
+		wait(p)
+		if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
+			t.Errorf("reference run: exit %d after SIGTERM; log tail:\n%s", code, tail(p.log, 3000))
+		}
+	}()
+	return refDone
+}
+
+// compareLearnerStates fails the test unless the stopped reference run in
+// refDir stored want learners and the crashed run in crashDir stored the
+// same learners with the same state bytes; it returns the reference states.
+func compareLearnerStates(t *testing.T, refDir, crashDir string, want int) map[string][]byte {
+	t.Helper()
 	ref, crashed := learnerStates(t, refDir), learnerStates(t, crashDir)
-	if len(ref) != crashKeys {
-		t.Errorf("reference run stored %d learners, want %d", len(ref), crashKeys)
+	if len(ref) != want {
+		t.Errorf("reference run stored %d learners, want %d", len(ref), want)
 	}
 	for key, want := range ref {
 		got, ok := crashed[key]
@@ -144,52 +175,78 @@ func TestCrashSafety(t *testing.T) {
 			t.Errorf("learner %s exists only after the crashes", key)
 		}
 	}
+	return ref
+}
 
-	// The operator's view of the same comparison: consumer -dump-state.
-	var refDump, crashDump, errOut capture
-	if code := run([]string{"-dump-state", refDir, "-dump-partitions", "4"}, &refDump, &errOut); code != 0 {
-		t.Fatalf("-dump-state: exit %d: %s", code, errOut.String())
-	}
-	if code := run([]string{"-dump-state", crashDir, "-dump-partitions", "4"}, &crashDump, &errOut); code != 0 {
-		t.Fatalf("-dump-state: exit %d: %s", code, errOut.String())
-	}
-	if lines := strings.Count(refDump.String(), "\n"); lines != crashKeys || refDump.String() != crashDump.String() {
-		t.Errorf("-dump-state: %d lines; reference:\n%s\ncrashed:\n%s", lines, refDump.String(), crashDump.String())
-	}
+// crashKills is the kill schedule of a crash test: see killAndRestart.
+type crashKills struct {
+	rng      *rand.Rand // draws the fractions and the start-up delay
+	cfg, log string     // the crashing consumer's configuration and log
+	addr     string
+	output   string        // the topic whose end offsets measure progress
+	stream   string        // what the fractions are of, for the log
+	poll     time.Duration // how often the output topic is read
+	target   func(frac float64) int64
+	finish   func(p *consumerProcess) // waits for the last run to catch up
+}
 
-	msgs, err := broker.ReadAll(ctx, b.Addrs(), "out-crash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := make(map[string]bool, len(inputIDs))
-	for _, m := range msgs {
-		var o struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(m.Value, &o); err != nil {
-			t.Fatalf("output %s: %v", m.Value, err)
-		}
-		seen[o.ID] = true
-	}
-	missing := 0
-	for id := range inputIDs {
-		if !seen[id] {
-			if missing < 5 {
-				t.Errorf("input %s has no prediction", id)
+// killAndRestart runs the consumer of k.cfg and kills it with SIGKILL: an
+// early kill a random few hundred milliseconds after a start (often before
+// the first checkpoint), then, for five seeded random fractions in
+// increasing order, a kill when the output topic reaches k.target(frac)
+// records (the target is asked for before the consumer restarts). Each time
+// it restarts on the same checkpoint directory; the last run is left to
+// k.finish and then must exit 0 within crashGrace of SIGTERM.
+func killAndRestart(ctx context.Context, t *testing.T, k crashKills) {
+	t.Helper()
+	rng := k.rng
+	fractions := []float64{rng.Float64() * 0.1, 0.1 + rng.Float64()*0.2, 0.3 + rng.Float64()*0.2, 0.5 + rng.Float64()*0.2, 0.7 + rng.Float64()*0.2}
+	sort.Float64s(fractions)
+	p := startConsumer(t, k.cfg, k.log)
+	time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
+	p.stop(t, syscall.SIGKILL, 10*time.Second)
+	t.Logf("killed at start-up")
+	for _, frac := range fractions {
+		target := k.target(frac)
+		p = startConsumer(t, k.cfg, k.log)
+		for {
+			out, _, err := endOffsets(ctx, k.addr, k.output, crashPartitions)
+			if err != nil {
+				t.Fatal(err)
 			}
-			missing++
+			if out >= target {
+				t.Logf("killed at %d outputs (target %.0f%% of %s)", out, 100*frac, k.stream)
+				break
+			}
+			select {
+			case err := <-p.done:
+				t.Fatalf("consumer exited on its own (%v); log tail:\n%s", err, tail(k.log, 3000))
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %d outputs (have %d); log tail:\n%s", target, out, tail(k.log, 3000))
+			case <-time.After(k.poll):
+			}
 		}
+		p.stop(t, syscall.SIGKILL, 10*time.Second)
 	}
-	t.Logf("%d predictions for %d inputs (%d duplicates from replays after kills); %d learners equal", len(msgs), len(inputIDs), len(msgs)-len(seen), len(ref))
-	if missing > 0 {
-		t.Errorf("%d of %d inputs have no prediction", missing, len(inputIDs))
+	p = startConsumer(t, k.cfg, k.log)
+	k.finish(p)
+	if code := p.stop(t, syscall.SIGTERM, crashGrace); code != 0 {
+		t.Errorf("final run: exit %d after SIGTERM; log tail:\n%s", code, tail(k.log, 3000))
 	}
 }
 
 func waitCaughtUp(ctx context.Context, t *testing.T, addr, group string, partitions int, p *consumerProcess) {
 	t.Helper()
+	waitFor(ctx, t, group, p, func() (bool, error) { return caughtUp(ctx, addr, group, "features", partitions) })
+}
+
+// waitFor polls caught every 100 ms until it reports true (an error counts
+// as not yet); it fails the test if the consumer p of group exits first (the
+// exit is put back on p.done for p.stop) or ctx ends.
+func waitFor(ctx context.Context, t *testing.T, group string, p *consumerProcess, caught func() (bool, error)) {
+	t.Helper()
 	for {
-		ok, err := caughtUp(ctx, addr, group, "features", partitions)
+		ok, err := caught()
 		if err == nil && ok {
 			return
 		}

@@ -96,6 +96,13 @@ type demoModel struct {
 	prev  processor.Stats
 }
 
+// set is serve's hook: it publishes the consumer's processor to stats.
+func (m *demoModel) set(p *processor.Processor) {
+	m.mu.Lock()
+	m.p = p
+	m.mu.Unlock()
+}
+
 func (m *demoModel) stats() (processor.Stats, bool) {
 	m.mu.Lock()
 	p := m.p
@@ -117,49 +124,29 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 			return fmt.Errorf("-demo-models %s: %w", algs[i], err)
 		}
 	}
-	dir := d.dir
-	if dir != "" {
-		// The demo's broker starts empty every run, so checkpoints of an
-		// earlier run would point at offsets that no longer exist.
-		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-			return fmt.Errorf("-demo-dir %s is not empty: the demo's broker starts empty, so give a new directory", dir)
-		}
-	} else {
-		tmp, err := os.MkdirTemp("", "kernelstream-demo-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
-	b, err := broker.Start(broker.Options{Port: d.port})
+	dir, removeDir, err := demoStateDir(d.dir, "kernelstream-demo-")
 	if err != nil {
-		return fmt.Errorf("%w (is another demo running? try -demo-port 0)", err)
+		return err
 	}
-	defer b.Close()
-	addr := b.Addrs()[0]
+	defer removeDir()
 	topics := []string{demoInput, demoDLQ}
 	ms := make([]*demoModel, len(algs))
 	for i, a := range algs {
 		ms[i] = &demoModel{alg: a, topic: demoOutputTopic(i, a)}
 		topics = append(topics, ms[i].topic)
 	}
-	if err := b.CreateTopics(ctx, demoPartitions, topics...); err != nil {
+	b, addr, err := startDemoBroker(ctx, d.port, topics)
+	if err != nil {
 		return err
 	}
+	defer b.Close()
 	fmt.Fprintf(out, "kernelstream demo: embedded Kafka broker on %s, topics %s (%d partitions)\n", addr, strings.Join(topics, ", "), demoPartitions)
 	fmt.Fprintf(out, "  stream: synthetic \"mixed\", %d keys, dim %d, labels delayed by 1..%d records, %.0f records/s\n", d.keys, demoDim, demoMaxDelay, d.rate)
 	fmt.Fprintf(out, "  read the predictions with kcat:  kcat -b %s -t %s -C -o beginning -e\n", addr, ms[0].topic)
 	fmt.Fprintf(out, "  follow them live:                kcat -b %s -t %s -C -o end\n", addr, ms[0].topic)
 	if d.httpAddr != "" {
-		if _, port, err := net.SplitHostPort(d.httpAddr); err == nil && port == "0" {
-			// Resolve the port now so that the printed URL is the real one.
-			ln, err := net.Listen("tcp", d.httpAddr)
-			if err != nil {
-				return fmt.Errorf("-demo-http: %w", err)
-			}
-			d.httpAddr = ln.Addr().String()
-			ln.Close()
+		if d.httpAddr, err = resolveDemoHTTP(d.httpAddr); err != nil {
+			return err
 		}
 		fmt.Fprintf(out, "  metrics of %s: http://%s/metrics  (also /healthz, /readyz)\n", algs[0], d.httpAddr)
 	}
@@ -175,31 +162,14 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(ms)+1)
 	for i, m := range ms {
-		cfg := config.Default()
-		cfg.Kafka.Brokers = []string{addr}
-		cfg.Kafka.Group = "demo-" + m.alg
-		cfg.Kafka.InputTopic, cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic = demoInput, m.topic, demoDLQ
-		cfg.Kafka.SessionTimeout, cfg.Kafka.HeartbeatInterval = 3*time.Second, 500*time.Millisecond
-		cfg.Kafka.InstanceID = "demo"
-		cfg.Model = demoSpec(m.alg)
-		cfg.Checkpoint.Dir = fmt.Sprintf("%s/%d-%s", dir, i, strings.ReplaceAll(m.alg, "+", "p"))
-		cfg.Checkpoint.Interval = time.Second
-		cfg.Shutdown.Grace = 10 * time.Second
-		cfg.HTTP.Addr = ""
-		if i == 0 {
-			cfg.HTTP.Addr = d.httpAddr
-		}
-		if err := cfg.Validate(); err != nil {
+		cfg, err := demoConsumerConfig(i, "demo-", m.alg, addr, demoInput, m.topic, demoSpec(m.alg), dir, d.httpAddr, nil)
+		if err != nil {
 			return err
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = serve(runCtx, cfg, logger.With().Str("model", m.alg).Logger(), func(p *processor.Processor) {
-				m.mu.Lock()
-				m.p = p
-				m.mu.Unlock()
-			})
+			errs[i] = serve(runCtx, cfg, logger.With().Str("model", m.alg).Logger(), m.set)
 			if errs[i] != nil {
 				cancel()
 			}
@@ -232,23 +202,11 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	}()
 
 	start := time.Now()
-	tick := time.NewTicker(d.every)
-	defer tick.Stop()
-	last := start
 	lastWritten := 0
-	finished := false
-	for !finished {
-		select {
-		case <-runCtx.Done():
-			finished = true
-			continue
-		case <-tick.C:
-		}
-		now := time.Now()
+	demoProgress(runCtx, d.every, start, func(now time.Time, dt float64) bool {
 		produced.Lock()
 		w := written
 		produced.Unlock()
-		dt := now.Sub(last).Seconds()
 		fmt.Fprintf(out, "[%5.0fs] produced %d records (%.0f/s)\n", now.Sub(start).Seconds(), w, float64(w-lastWritten)/dt)
 		done := d.records > 0
 		for _, m := range ms {
@@ -264,13 +222,12 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 				done = false
 			}
 		}
-		last, lastWritten = now, w
+		lastWritten = w
 		if done {
 			fmt.Fprintf(out, "demo: all %d records predicted and learned by every model; stopping\n", d.records)
-			cancel()
-			finished = true
 		}
-	}
+		return done
+	})
 	cancel()
 	wg.Wait()
 	for _, m := range ms {
@@ -282,6 +239,104 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		fmt.Fprintln(out, "demo: interrupted; state checkpointed")
 	}
 	return errors.Join(errs...)
+}
+
+// demoStateDir returns the directory of the demo's checkpoints and what
+// removes it at exit: dir when given (it must be empty or new: the demo's
+// broker starts empty every run, so checkpoints of an earlier run would point
+// at offsets that no longer exist), else a new temporary directory named
+// from prefix, removed at exit.
+func demoStateDir(dir, prefix string) (string, func(), error) {
+	if dir != "" {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+			return "", nil, fmt.Errorf("-demo-dir %s is not empty: the demo's broker starts empty, so give a new directory", dir)
+		}
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
+// startDemoBroker starts the demo's embedded broker on port and creates the
+// topics, each with demoPartitions partitions; it returns the broker (the
+// caller closes it) and its address.
+func startDemoBroker(ctx context.Context, port int, topics []string) (*broker.Broker, string, error) {
+	b, err := broker.Start(broker.Options{Port: port})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (is another demo running? try -demo-port 0)", err)
+	}
+	if err := b.CreateTopics(ctx, demoPartitions, topics...); err != nil {
+		b.Close()
+		return nil, "", err
+	}
+	return b, b.Addrs()[0], nil
+}
+
+// resolveDemoHTTP resolves port 0 of the -demo-http address now, so that the
+// printed URL is the real one.
+func resolveDemoHTTP(addr string) (string, error) {
+	if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return "", fmt.Errorf("-demo-http: %w", err)
+		}
+		addr = ln.Addr().String()
+		ln.Close()
+	}
+	return addr, nil
+}
+
+// demoConsumerConfig is the validated configuration of the demo's i-th
+// consumer (group groupPrefix+alg): short session timeouts, a checkpoint a
+// second in its own subdirectory of dir, and the HTTP server (httpAddr) on
+// the first consumer only. tune, if not nil, adjusts it before validation.
+func demoConsumerConfig(i int, groupPrefix, alg, addr, input, output string, spec models.Spec, dir, httpAddr string, tune func(*config.Config)) (config.Config, error) {
+	cfg := config.Default()
+	cfg.Kafka.Brokers = []string{addr}
+	cfg.Kafka.Group = groupPrefix + alg
+	cfg.Kafka.InputTopic, cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic = input, output, demoDLQ
+	cfg.Kafka.SessionTimeout, cfg.Kafka.HeartbeatInterval = 3*time.Second, 500*time.Millisecond
+	cfg.Kafka.InstanceID = "demo"
+	cfg.Model = spec
+	cfg.Checkpoint.Dir = fmt.Sprintf("%s/%d-%s", dir, i, strings.ReplaceAll(alg, "+", "p"))
+	cfg.Checkpoint.Interval = time.Second
+	cfg.Shutdown.Grace = 10 * time.Second
+	cfg.HTTP.Addr = ""
+	if i == 0 {
+		cfg.HTTP.Addr = httpAddr
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return config.Config{}, err
+	}
+	return cfg, nil
+}
+
+// demoProgress calls report every interval until ctx ends or report returns
+// true (the demo reached its target); dt is the time since the previous call
+// (since start for the first).
+func demoProgress(ctx context.Context, every time.Duration, start time.Time, report func(now time.Time, dt float64) (done bool)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	last := start
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		dt := now.Sub(last).Seconds()
+		last = now
+		if report(now, dt) {
+			return
+		}
+	}
 }
 
 // progressLine: records/s over the interval, counts, progressive loss (since

@@ -15,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -26,10 +24,8 @@ import (
 
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/banditenv"
-	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/models"
-	"github.com/kernelstream/kernelstream/processor"
 )
 
 // demoMode is the -demo flag: boolean (-demo: the stream demo) or a name
@@ -359,32 +355,20 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		}
 		loops = append(loops, l)
 	}
-	dir := d.dir
-	if dir != "" {
-		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-			return fmt.Errorf("-demo-dir %s is not empty: the demo's broker starts empty, so give a new directory", dir)
-		}
-	} else {
-		tmp, err := os.MkdirTemp("", "kernelstream-bandit-demo-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
-	b, err := broker.Start(broker.Options{Port: d.port})
+	dir, removeDir, err := demoStateDir(d.dir, "kernelstream-bandit-demo-")
 	if err != nil {
-		return fmt.Errorf("%w (is another demo running? try -demo-port 0)", err)
+		return err
 	}
-	defer b.Close()
-	addr := b.Addrs()[0]
+	defer removeDir()
 	topics := []string{demoDLQ}
 	for _, l := range loops {
 		topics = append(topics, l.input, l.output)
 	}
-	if err := b.CreateTopics(ctx, demoPartitions, topics...); err != nil {
+	b, addr, err := startDemoBroker(ctx, d.port, topics)
+	if err != nil {
 		return err
 	}
+	defer b.Close()
 	fmt.Fprintf(out, "kernelstream bandit demo: embedded Kafka broker on %s, topics %s (%d partitions)\n", addr, strings.Join(topics, ", "), demoPartitions)
 	fmt.Fprintf(out, "  audience: %d users, %d items with features in [-1,1]^%d; each decision offers %d random items;\n", ec.Users, ec.Items, ec.Dim, ec.Candidates)
 	fmt.Fprintf(out, "  click probability sigmoid(%g + %g <user preference, item>); the 1/0 reward comes 1..%d decisions of the user later\n", ec.Bias, ec.Scale, ec.MaxDelay)
@@ -395,13 +379,8 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "  read the decisions with kcat:  kcat -b %s -t %s -C -o beginning -e\n", addr, loops[0].output)
 	if d.httpAddr != "" {
-		if _, port, err := net.SplitHostPort(d.httpAddr); err == nil && port == "0" {
-			ln, err := net.Listen("tcp", d.httpAddr)
-			if err != nil {
-				return fmt.Errorf("-demo-http: %w", err)
-			}
-			d.httpAddr = ln.Addr().String()
-			ln.Close()
+		if d.httpAddr, err = resolveDemoHTTP(d.httpAddr); err != nil {
+			return err
 		}
 		fmt.Fprintf(out, "  metrics of %s: http://%s/metrics  (also /healthz, /readyz)\n", loops[0].alg, d.httpAddr)
 	}
@@ -417,35 +396,19 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	var wg sync.WaitGroup
 	errs := make([]error, 2*len(loops))
 	for i, l := range loops {
-		cfg := config.Default()
-		cfg.Kafka.Brokers = []string{addr}
-		cfg.Kafka.Group = "bandit-demo-" + l.alg
-		cfg.Kafka.InputTopic, cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic = l.input, l.output, demoDLQ
-		cfg.Kafka.SessionTimeout, cfg.Kafka.HeartbeatInterval = 3*time.Second, 500*time.Millisecond
-		cfg.Kafka.InstanceID = "demo"
-		// The closed loop leaves the input idle while the feeder waits for
-		// choices; an idle fetch that overruns kafka-go's deadline under
-		// load is retried after a backoff, which this keeps short.
-		cfg.Kafka.RetryBackoffMax = 200 * time.Millisecond
-		cfg.Model = l.spec
-		cfg.Checkpoint.Dir = fmt.Sprintf("%s/%d-%s", dir, i, strings.ReplaceAll(l.alg, "+", "p"))
-		cfg.Checkpoint.Interval = time.Second
-		cfg.Shutdown.Grace = 10 * time.Second
-		cfg.HTTP.Addr = ""
-		if i == 0 {
-			cfg.HTTP.Addr = d.httpAddr
-		}
-		if err := cfg.Validate(); err != nil {
+		cfg, err := demoConsumerConfig(i, "bandit-demo-", l.alg, addr, l.input, l.output, l.spec, dir, d.httpAddr, func(cfg *config.Config) {
+			// The closed loop leaves the input idle while the feeder waits
+			// for choices; an idle fetch that overruns kafka-go's deadline
+			// under load is retried after a backoff, which this keeps short.
+			cfg.Kafka.RetryBackoffMax = 200 * time.Millisecond
+		})
+		if err != nil {
 			return err
 		}
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			errs[2*i] = serve(runCtx, cfg, logger.With().Str("model", l.alg).Logger(), func(p *processor.Processor) {
-				l.model.mu.Lock()
-				l.model.p = p
-				l.model.mu.Unlock()
-			})
+			errs[2*i] = serve(runCtx, cfg, logger.With().Str("model", l.alg).Logger(), l.model.set)
 			if errs[2*i] != nil {
 				cancel()
 			}
@@ -465,19 +428,7 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 
 	var loopErrs []error
 	start := time.Now()
-	tick := time.NewTicker(d.every)
-	defer tick.Stop()
-	last := start
-	for finished := false; !finished; {
-		select {
-		case <-runCtx.Done():
-			finished = true
-			continue
-		case <-tick.C:
-		}
-		now := time.Now()
-		dt := now.Sub(last).Seconds()
-		last = now
+	demoProgress(runCtx, d.every, start, func(now time.Time, dt float64) bool {
 		fmt.Fprintf(out, "[%5.0fs]\n", now.Sub(start).Seconds())
 		done := d.records > 0
 		for _, l := range loops {
@@ -514,10 +465,9 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		}
 		if done {
 			fmt.Fprintf(out, "demo: all %d decisions answered and their rewards learned by every model; stopping\n", d.records)
-			cancel()
-			finished = true
 		}
-	}
+		return done
+	})
 	cancel()
 	wg.Wait()
 	for _, l := range loops {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/broker"
 )
 
 // asConsumer makes the test binary act as the consumer binary: the crash
@@ -31,6 +33,25 @@ type consumerProcess struct {
 	cmd  *exec.Cmd
 	done chan error
 	log  string
+}
+
+// startBroker is the common start of the end-to-end tests: a context that
+// ends after timeout, an in-process broker, closed when the test ends, and
+// the topics, each with partitions partitions. It returns the broker and the
+// address the consumers are given.
+func startBroker(t *testing.T, timeout time.Duration, partitions int, topics ...string) (context.Context, *broker.Broker, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	b, err := broker.Start(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.CreateTopics(ctx, partitions, topics...); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, b, b.Addrs()[0]
 }
 
 // startConsumer starts the consumer on configPath, appending its output to
@@ -166,11 +187,24 @@ var _ io.Writer = (*capture)(nil)
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-func fmtConfig(brokers, group, output, dlq, dir string, extra string) string {
+// consumerConfig is what the end-to-end tests vary in the consumer's YAML
+// configuration; the Kafka timings, checkpoint interval, HTTP, log and
+// shutdown settings are the same for all of them.
+type consumerConfig struct {
+	brokers, group, output, dlq, dir string
+
+	input      string // kafka.input_topic
+	model      string // the body of the model: section, indented, one setting a line
+	maxRecords int    // checkpoint.max_records
+	cache      string // a whole cache: section, or "" for none
+	extra      string // appended verbatim
+}
+
+func (c consumerConfig) yaml() string {
 	return fmt.Sprintf(`kafka:
   brokers: [%s]
   group: %s
-  input_topic: features
+  input_topic: %s
   output_topic: %s
   dlq_topic: %s
   session_timeout: 2s
@@ -178,21 +212,32 @@ func fmtConfig(brokers, group, output, dlq, dir string, extra string) string {
   rebalance_timeout: 5s
   retry_backoff_max: 500ms
 model:
-  algorithm: aogd-ald
-  dim: 5
-  kernel: {type: gaussian, sigma: 1}
-  params: {max_budget: 64}
-  seed: 3
-checkpoint:
+%scheckpoint:
   dir: %s
   interval: 300ms
-  max_records: 2000
-http:
+  max_records: %d
+%shttp:
   addr: ""
 log:
   level: info
   format: json
 shutdown:
   grace: 15s
-%s`, brokers, group, output, dlq, dir, extra)
+%s`, c.brokers, c.group, c.input, c.output, c.dlq, c.model, c.dir, c.maxRecords, c.cache, c.extra)
+}
+
+// fmtConfig is the configuration of the regression tests: aogd-ald on the
+// 5-dimensional features topic.
+func fmtConfig(brokers, group, output, dlq, dir string, extra string) string {
+	return consumerConfig{brokers: brokers, group: group, output: output, dlq: dlq, dir: dir,
+		input: "features",
+		model: `  algorithm: aogd-ald
+  dim: 5
+  kernel: {type: gaussian, sigma: 1}
+  params: {max_budget: 64}
+  seed: 3
+`,
+		maxRecords: 2000,
+		extra:      extra,
+	}.yaml()
 }

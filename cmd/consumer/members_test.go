@@ -19,7 +19,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
-	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/synth"
 )
@@ -54,17 +53,7 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end multi-process test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	b, err := broker.Start(broker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	addr := b.Addrs()[0]
-	if err := b.CreateTopics(ctx, membersPartitions, "features", "out-ref", "dlq-ref", "out-grp", "dlq-grp"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, b, addr := startBroker(t, 3*time.Minute, membersPartitions, "features", "out-ref", "dlq-ref", "out-grp", "dlq-grp")
 	dir := t.TempDir()
 	refDir := filepath.Join(dir, "state-ref")
 	refCfg := writeConfig(t, dir, "ref.yaml", fmtConfig(addr, "ref", "out-ref", "dlq-ref", refDir, ""))
@@ -260,38 +249,9 @@ func TestMembersJoinAndLeave(t *testing.T) {
 		t.Logf("partition %d: end %d, %d keys, up to date on %v", part, ends[part], len(ref[part].learners), fresh)
 	}
 
-	msgs, err := broker.ReadAll(ctx, b.Addrs(), "out-grp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := make(map[string]bool, len(inputIDs))
-	for _, m := range msgs {
-		var o struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(m.Value, &o); err != nil {
-			t.Fatalf("output %s: %v", m.Value, err)
-		}
-		seen[o.ID] = true
-	}
-	missing, inputs := 0, 0
-	for id, isInput := range inputIDs {
-		if !isInput {
-			continue
-		}
-		inputs++
-		if !seen[id] {
-			if missing < 5 {
-				t.Errorf("input %s has no prediction", id)
-			}
-			missing++
-		}
-	}
-	if missing > 0 {
-		t.Errorf("%d of %d inputs have no prediction", missing, inputs)
-	}
+	outputs, distinct, inputs := checkPredicted(ctx, t, b.Addrs(), "out-grp", inputIDs)
 	t.Logf("%d predictions for %d inputs (%d duplicates from the kill and the moves); %d up-to-date learner copies equal the reference",
-		len(msgs), inputs, len(msgs)-len(seen), learners)
+		outputs, inputs, outputs-distinct, learners)
 }
 
 // partitionStates is what one checkpoint directory holds per partition.
