@@ -16,6 +16,8 @@ import (
 
 // Config is the whole consumer configuration.
 type Config struct {
+	src *source // where each key was set (Validate's error positions); nil for Default()
+
 	Kafka      Kafka       `yaml:"kafka"`
 	Model      models.Spec `yaml:"model" doc:"the model spec, the same object as cmd/eval's -model (algorithm, dim, loss, kernel, params, seed); required"`
 	Checkpoint Checkpoint  `yaml:"checkpoint"`

@@ -117,14 +117,56 @@ func TestUnknownKeysNameKeyAndLine(t *testing.T) {
 	}
 }
 
-func TestTypeErrorNamesFile(t *testing.T) {
-	_, err := Parse([]byte("checkpoint:\n  max_records: lots\n"), "cfg.yaml")
-	if err == nil || !strings.Contains(err.Error(), "cfg.yaml") || !strings.Contains(err.Error(), "line 2") {
-		t.Errorf("err = %v", err)
+func TestTypeErrorNamesKeyLineAndFix(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want []string
+	}{
+		{"checkpoint:\n  max_records: lots\n", []string{"cfg.yaml:2:", "checkpoint.max_records", `"lots" is not an integer`}},
+		{"checkpoint:\n  interval: 5\n", []string{"cfg.yaml:2:", "checkpoint.interval", "no unit", "5s"}},
+		{"checkpoint:\n  interval: soon\n", []string{"cfg.yaml:2:", "checkpoint.interval", "a duration"}},
+		{"kafka:\n  brokers: [a:1]\n  tls:\n    enabled: maybe\n", []string{"cfg.yaml:4:", "kafka.tls.enabled", "true or false"}},
+		{"kafka:\n  brokers: {a: 1}\n", []string{"cfg.yaml:2:", "kafka.brokers", "a list such as [a, b] of strings"}},
+		{"model:\n  dim: five\n", []string{"cfg.yaml:2:", "model.dim", "an integer"}},
+	} {
+		_, err := Parse([]byte(tc.yaml), "cfg.yaml")
+		if err == nil {
+			t.Errorf("%q: accepted", tc.yaml)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q lacks %q", tc.yaml, err, w)
+			}
+		}
 	}
-	_, err = Parse([]byte("checkpoint:\n  interval: soon\n"), "cfg.yaml")
-	if err == nil {
-		t.Error("bad duration accepted")
+}
+
+func TestValidateErrorsPointIntoTheFile(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want string
+	}{
+		{"kafka:\n  start_offset: middle\nmodel: {algorithm: aogd-ald, dim: 3}\n", "cfg.yaml:2: kafka.start_offset"},
+		{"model:\n  algorithm: aogd-ald\n  dim: 3\n  params:\n    nonsense: 1\n", "cfg.yaml:5: model"},
+		{"model:\n  algorithm: aogd-lad\n  dim: 3\n", "cfg.yaml:2: model"},
+		{"model:\n  algorithm: aogd-ald\n  dim: -3\n", "cfg.yaml:3: model"},
+	} {
+		c, err := Parse([]byte(tc.yaml), "cfg.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v lacks %q", tc.yaml, err, tc.want)
+		}
+	}
+	c := Default()
+	c.Model.Algorithm, c.Model.Dim = "aogd-ald", 3
+	if err := ApplyEnv(&c, []string{"KERNELSTREAM_KAFKA_START_OFFSET=middle"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "KERNELSTREAM_KAFKA_START_OFFSET: kafka.start_offset") {
+		t.Errorf("env-set key not named: %v", err)
 	}
 }
 

@@ -66,6 +66,8 @@ func decodeYAML(cfg *Config, data []byte, name string) error {
 	if err := checkKeys(root, reflect.TypeOf(Config{}), "", name); err != nil {
 		return err
 	}
+	cfg.src = &source{file: name, lines: map[string]int{}}
+	recordLines(root, "", cfg.src.lines)
 	if err := root.Decode(cfg); err != nil {
 		return fmt.Errorf("config: %s: %w", name, err)
 	}
@@ -83,7 +85,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string) error {
 		t = t.Elem()
 	}
 	if t.Kind() != reflect.Struct || t == durationType {
-		return nil
+		return checkLeaf(n, t, prefix, file)
 	}
 	if n.Kind != yaml.MappingNode {
 		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
@@ -150,6 +152,13 @@ func ApplyEnv(cfg *Config, environ []string) error {
 		if err := setString(root.FieldByIndex(k.index), value); err != nil {
 			return fmt.Errorf("config: %s (%s): %w", name, k.Path, err)
 		}
+		if cfg.src == nil {
+			cfg.src = &source{lines: map[string]int{}}
+		}
+		if cfg.src.env == nil {
+			cfg.src.env = map[string]string{}
+		}
+		cfg.src.env[k.Path] = name
 	}
 	return nil
 }

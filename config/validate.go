@@ -15,7 +15,7 @@ import (
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+		errs = append(errs, fmt.Errorf("%s%s: %s", c.src.where(key), key, fmt.Sprintf(format, a...)))
 	}
 	k := c.Kafka
 	if len(k.Brokers) == 0 {
@@ -90,7 +90,7 @@ func (c *Config) Validate() error {
 	if c.Model.Algorithm == "" {
 		bad("model.algorithm", "required")
 	} else if err := c.Model.Validate(); err != nil {
-		bad("model", "%v", err)
+		errs = append(errs, fmt.Errorf("%smodel: %v", c.src.where(modelErrorKey(err.Error())), err))
 	}
 	if c.Checkpoint.Dir == "" {
 		bad("checkpoint.dir", "must not be empty")
