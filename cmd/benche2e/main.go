@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kernelstream/kernelstream/internal/buildinfo"
 	"io"
 	"os"
 	"runtime"
@@ -75,8 +76,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.cpMaxRecords, "checkpoint-max-records", config.Default().Checkpoint.MaxRecords, "kernelstream's checkpoint.max_records")
 	fs.DurationVar(&o.cpInterval, "checkpoint-interval", config.Default().Checkpoint.Interval, "kernelstream's checkpoint.interval")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (broker included) to this file")
+	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *version {
+		fmt.Println("benche2e", buildinfo.Get())
+		return nil
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

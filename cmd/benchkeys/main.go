@@ -30,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kernelstream/kernelstream/internal/buildinfo"
 	"io"
 	"math"
 	"net"
@@ -87,8 +88,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 7, "seed of the key permutation and the features")
 	fs.DurationVar(&o.limit, "limit", 30*time.Minute, "give up on a run after this long")
 	env := fs.String("consumer-env", "", "comma-separated VAR=value set for the consumer process only (e.g. GODEBUG=gctrace=1, GOGC=50)")
+	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *version {
+		fmt.Println("benchkeys", buildinfo.Get())
+		return nil
 	}
 	if *env != "" {
 		o.env = strings.Split(*env, ",")

@@ -158,7 +158,7 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
+	logger := zerolog.New(consoleWriter(out)).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
 	var wg sync.WaitGroup
 	errs := make([]error, len(ms)+1)
 	for i, m := range ms {

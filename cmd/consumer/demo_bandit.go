@@ -392,7 +392,7 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly}).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
+	logger := zerolog.New(consoleWriter(out)).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
 	var wg sync.WaitGroup
 	errs := make([]error, 2*len(loops))
 	for i, l := range loops {

@@ -30,6 +30,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kernelstream/kernelstream/config"
+	"github.com/kernelstream/kernelstream/internal/buildinfo"
+	"github.com/kernelstream/kernelstream/internal/foreground"
 )
 
 func main() {
@@ -46,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dumpState  = fs.String("dump-state", "", "print every learner stored in this checkpoint directory as JSON lines and exit")
 		dumpParts  = fs.Int("dump-partitions", 1024, "with -dump-state: partitions to look at (0..N-1)")
 		dumpBlobs  = fs.Bool("dump-blobs", false, "with -dump-state: include each state blob (base64)")
+		version    = fs.Bool("version", false, "print the build and exit")
 		demo       demoFlags
 	)
 	demo.register(fs)
@@ -69,6 +72,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch {
+	case *version:
+		fmt.Fprintln(stdout, "consumer", buildinfo.Get())
+		return 0
 	case *dumpState != "":
 		if err := dumpStates(*dumpState, *dumpParts, *dumpBlobs, stdout); err != nil {
 			fmt.Fprintln(stderr, "consumer:", err)
@@ -76,6 +82,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case demo.enabled:
+		if code, ok := foreground.Run(); ok {
+			return code // the demo ran as the terminal's foreground job
+		}
 		ctx, stop := signalContext(stderr)
 		defer stop()
 		if err := runDemo(ctx, demo, stderr); err != nil {
@@ -124,9 +133,22 @@ func newLogger(c config.Log, w io.Writer) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("log.level: %w", err)
 	}
 	if c.Format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		w = consoleWriter(w)
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("service", "kernelstream").Logger(), nil
+}
+
+// consoleWriter is zerolog's human-readable format, coloured only when w is
+// a terminal (colour codes in a log file or a pipe are noise).
+func consoleWriter(w io.Writer) zerolog.ConsoleWriter {
+	f, ok := w.(*os.File)
+	tty := false
+	if ok {
+		if fi, err := f.Stat(); err == nil {
+			tty = fi.Mode()&os.ModeCharDevice != 0
+		}
+	}
+	return zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
 }
 
 // signalContext is cancelled by the first SIGTERM or SIGINT; a second one

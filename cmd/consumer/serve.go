@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kernelstream/kernelstream/config"
+	"github.com/kernelstream/kernelstream/internal/buildinfo"
 	"github.com/kernelstream/kernelstream/processor"
 )
 
@@ -23,7 +24,7 @@ import (
 func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, started func(*processor.Processor)) error {
 	logger.Info().Object("config", cfg).Msg("starting")
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	pcfg, err := cfg.ProcessorConfig(logger, reg)
 	if err != nil {
 		return err

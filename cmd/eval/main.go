@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/kernelstream/kernelstream/internal/buildinfo"
 )
 
 func main() {
@@ -48,11 +50,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		o.seed, o.seeded = v, true
 		return err
 	})
+	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *version {
+		fmt.Fprintln(stdout, "eval", buildinfo.Get())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "eval: unexpected arguments %q\n", fs.Args())

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kernelstream/kernelstream/internal/buildinfo"
 	"github.com/kernelstream/kernelstream/internal/dataset"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/synth"
@@ -47,12 +48,20 @@ func run(args []string) error {
 		rate        = fs.Float64("rate", 0, "records per second (0 = as fast as possible)")
 		labels      = fs.String("labels", "inline", "inline or delayed")
 		maxDelay    = fs.Int("max-delay", 64, "with -labels delayed: a label follows its features by 1..max-delay records")
-		n           = fs.Int("n", 0, "feature records to produce (0 = the whole file; required with -synthetic)")
+		n           = fs.Int("n", 0, "feature records to produce (0 = the whole file, or with -synthetic until Ctrl-C)")
 		seed        = fs.Uint64("seed", 1, "seed of the synthetic stream and of the label delays")
 		noise       = fs.Float64("noise", 0.05, "label noise of the synthetic stream (std)")
+		version     = fs.Bool("version", false, "print the build and exit")
 	)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
+	}
+	if *version {
+		fmt.Println("produce", buildinfo.Get())
+		return nil
 	}
 	var src feed.Source
 	switch {
@@ -72,7 +81,7 @@ func run(args []string) error {
 		src = feed.NewDatasetSource(set, *keys)
 	default:
 		if *n <= 0 {
-			return errors.New("-synthetic needs -n (the stream is endless)")
+			fmt.Fprintln(os.Stderr, "produce: no -n: the synthetic stream is endless; Ctrl-C stops it")
 		}
 		if *noise == 0 {
 			*noise = -1 // synth: negative means none
