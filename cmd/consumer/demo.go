@@ -141,7 +141,7 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	}
 	defer b.Close()
 	fmt.Fprintf(out, "kernelstream demo: embedded Kafka broker on %s, topics %s (%d partitions)\n", addr, strings.Join(topics, ", "), demoPartitions)
-	fmt.Fprintf(out, "  stream: synthetic \"mixed\", %d keys, dim %d, labels delayed by 1..%d records, %.0f records/s\n", d.keys, demoDim, demoMaxDelay, d.rate)
+	fmt.Fprintf(out, "  stream: synthetic \"mixed\", %d keys, dim %d, labels delayed by 1..%d records, %g records/s\n", d.keys, demoDim, demoMaxDelay, d.rate)
 	fmt.Fprintf(out, "  read the predictions with kcat:  kcat -b %s -t %s -C -o beginning -e\n", addr, ms[0].topic)
 	fmt.Fprintf(out, "  follow them live:                kcat -b %s -t %s -C -o end\n", addr, ms[0].topic)
 	if d.httpAddr != "" {
