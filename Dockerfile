@@ -3,7 +3,8 @@
 # kernelstream consumer image: a static Go binary on distroless/static,
 # running as the non-root user 65532.
 #
-#   docker build -t ghcr.io/kernelstream/kernelstream-consumer:0.1.0 .
+#   make image IMAGE=ghcr.io/kernelstream/kernelstream-consumer VERSION=0.1.0
+#   (= docker build --build-arg VERSION=0.1.0 -t ghcr.io/kernelstream/kernelstream-consumer:0.1.0 .)
 #   docker buildx build --platform linux/amd64,linux/arm64 -t ... --push .
 #
 # The StatefulSet in deployments/k8s mounts the configuration at
@@ -21,10 +22,13 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# The release name reported by -version and kernelstream_build_info.
+ARG VERSION=devel
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w" -o /out/kernelstream-consumer ./cmd/consumer
+    go build -trimpath -ldflags="-s -w -X github.com/kernelstream/kernelstream/internal/buildinfo.Version=$VERSION" \
+    -o /out/kernelstream-consumer ./cmd/consumer
 # The state directory, owned by the runtime user, for runs without a volume.
 RUN mkdir -p /out/state
 

@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz
+.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz image
 
 build:
 	$(GO) build $(PKGS)
@@ -47,3 +47,10 @@ fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/dataset -run '^$$' -fuzz '^FuzzReadLIBSVM$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/dataset -run '^$$' -fuzz '^FuzzReadCSV$$' -fuzztime $(FUZZTIME)
+
+# The container image of the consumer (Dockerfile); push it with
+# `docker push $(IMAGE):$(VERSION)` (docs/deploy.md).
+IMAGE ?= ghcr.io/kernelstream/kernelstream-consumer
+VERSION ?= devel
+image:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) .

@@ -18,23 +18,31 @@ import (
 	"github.com/kernelstream/kernelstream/processor"
 )
 
-// serve runs one processor with its HTTP endpoints until ctx is cancelled
-// and the processor has shut down. started, if set, receives the processor
-// once it exists (the demo reads its Stats).
-func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, started func(*processor.Processor)) error {
-	logger.Info().Object("config", cfg).Msg("starting")
-	reg := prometheus.NewRegistry()
+// newProcessor builds the processor of cfg and registers every metric the
+// service exports in reg: the Go runtime's, the process's, the build's and
+// the processor's (the dashboards and alert rules under deployments/ are
+// tested against this set).
+func newProcessor(cfg config.Config, logger zerolog.Logger, reg prometheus.Registerer) (*processor.Processor, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	pcfg, err := cfg.ProcessorConfig(logger, reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, b := range pcfg.GroupBalancers {
 		if sb, ok := b.(*processor.StickyBalancer); ok {
 			logger.Info().Str("member_identity", sb.Identity()).Msg("sticky partition assignment")
 		}
 	}
-	p, err := processor.New(pcfg)
+	return processor.New(pcfg)
+}
+
+// serve runs one processor with its HTTP endpoints until ctx is cancelled
+// and the processor has shut down. started, if set, receives the processor
+// once it exists (the demo reads its Stats).
+func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, started func(*processor.Processor)) error {
+	logger.Info().Object("config", cfg).Msg("starting")
+	reg := prometheus.NewRegistry()
+	p, err := newProcessor(cfg, logger, reg)
 	if err != nil {
 		return err
 	}

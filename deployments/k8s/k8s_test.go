@@ -35,6 +35,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -89,6 +91,10 @@ func newObject(apiVersion, kind string) any {
 		return &policyv1.PodDisruptionBudget{}
 	case "networking.k8s.io/v1/NetworkPolicy":
 		return &networkingv1.NetworkPolicy{}
+	case "monitoring.coreos.com/v1/ServiceMonitor":
+		return &monitoringv1.ServiceMonitor{}
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		return &monitoringv1.PrometheusRule{}
 	}
 	return nil
 }
@@ -270,10 +276,29 @@ func findOptional[T any](objs []object, kind, name string) (T, bool) {
 	return zero, false
 }
 
+// clusterSecrets are the Secrets an overlay expects to exist in the cluster
+// without applying them (so that an apply never overwrites the real ones):
+// the example overlay documents their shape in secret.example.yaml.
+var clusterSecrets = map[string]string{"overlays/example": "overlays/example/secret.example.yaml"}
+
 func TestKustomizeBuilds(t *testing.T) {
 	for _, dir := range builds {
 		t.Run(dir, func(t *testing.T) {
 			objs := build(t, dir)
+			if _, ok := findOptional[*corev1.Secret](objs, "Secret", "kernelstream-kafka"); ok {
+				t.Errorf("the build applies Secret kernelstream-kafka: kubectl apply -k would overwrite the real one")
+			}
+			if f, ok := clusterSecrets[dir]; ok {
+				data, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o, err := decodeStrict(data, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs = append(objs, o)
+			}
 			kinds := map[string]int{}
 			for _, o := range objs {
 				kinds[o.kind]++
@@ -286,6 +311,40 @@ func TestKustomizeBuilds(t *testing.T) {
 			checkBuild(t, objs)
 		})
 	}
+}
+
+// TestMonitoring: the ServiceMonitor scrapes the Service's HTTP port at
+// /metrics, the example overlay deploys it, and every alert rule has a
+// severity and a summary. (That the rules and the Grafana dashboard name
+// only metrics the binary registers is checked in cmd/consumer.)
+func TestMonitoring(t *testing.T) {
+	objs := build(t, "monitoring")
+	sm := find[*monitoringv1.ServiceMonitor](t, objs, "ServiceMonitor", "kernelstream")
+	base := build(t, "base")
+	svc := find[*corev1.Service](t, base, "Service", "")
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Labels[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s; the Service has %q", k, v, svc.Labels[k])
+		}
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != httpPortName || sm.Spec.Endpoints[0].Path != metricsPath {
+		t.Errorf("ServiceMonitor endpoints %+v: want port %s path %s", sm.Spec.Endpoints, httpPortName, metricsPath)
+	}
+	rules := find[*monitoringv1.PrometheusRule](t, objs, "PrometheusRule", "kernelstream")
+	n := 0
+	for _, g := range rules.Spec.Groups {
+		for _, r := range g.Rules {
+			n++
+			if r.Alert == "" || r.Expr.String() == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
+				t.Errorf("rule %+v: want alert, expr, severity and summary", r)
+			}
+		}
+	}
+	if n < 5 {
+		t.Errorf("%d alert rules", n)
+	}
+	example := build(t, "overlays/example")
+	find[*monitoringv1.ServiceMonitor](t, example, "ServiceMonitor", "kernelstream")
 }
 
 // checkBuild checks one kustomize build for consistency with itself, with
