@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz image
+.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz image broker
 
 build:
 	$(GO) build $(PKGS)
@@ -21,6 +21,12 @@ lint:
 
 run:
 	$(GO) run ./cmd/consumer -demo
+
+# The embedded broker alone, with the topics of CONFIG, on 127.0.0.1:19092,
+# for trying the service by hand (README, "Try the service").
+CONFIG ?= examples/local.yaml
+broker:
+	$(GO) run ./cmd/broker -config $(CONFIG)
 
 # End-to-end pipeline benchmark on an embedded broker: kernelstream with a
 # cheap learner next to a bare kafka-go relay (figures in docs/operations.md).
