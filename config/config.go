@@ -89,6 +89,7 @@ type Cache struct {
 // Output shapes the prediction records.
 type Output struct {
 	TopK         int           `yaml:"top_k" doc:"arms listed in the ranking of a decision record scored by a regression learner"`
+	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
 	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"output writer batch timeout: the longest a prediction waits to be batched (latency vs throughput)"`
 }
 
@@ -136,7 +137,7 @@ func Default() Config {
 		},
 		Labels:   Labels{TTL: time.Hour, MaxPending: 100000},
 		Cache:    Cache{MaxLearners: 100000},
-		Output:   Output{TopK: 10, BatchTimeout: 2 * time.Millisecond},
+		Output:   Output{TopK: 10, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: 2 * time.Millisecond},
 		HTTP:     HTTP{Addr: ":8080"},
 		Log:      Log{Level: "info", Format: "json"},
 		Shutdown: Shutdown{Grace: 25 * time.Second},

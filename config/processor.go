@@ -39,6 +39,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		MaxLearners:          c.Cache.MaxLearners,
 		TopK:                 c.Output.TopK,
 		MaxValueBytes:        c.Kafka.MaxValueBytes,
+		PropagateHeaders:     append([]string(nil), c.Output.Headers...),
 		ShutdownGrace:        c.Shutdown.Grace,
 		BatchTimeout:         c.Output.BatchTimeout,
 		SessionTimeout:       c.Kafka.SessionTimeout,

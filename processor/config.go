@@ -80,6 +80,10 @@ type Config struct {
 	// MaxValueBytes is the largest record value processed; bigger values are
 	// dead-lettered with reason "oversized". Default 1 MiB.
 	MaxValueBytes int
+	// PropagateHeaders names the input record headers copied onto its
+	// prediction (compared without regard to case), e.g. "traceparent" for
+	// W3C trace context. Default nil = none.
+	PropagateHeaders []string
 
 	// ShutdownGrace bounds the final checkpoint and group leave after Run's
 	// context is cancelled. Default 30s.

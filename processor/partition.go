@@ -687,7 +687,7 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 func (w *worker) send(ctx context.Context, in *kafka.Message, out *prediction) error {
 	value := appendPrediction(make([]byte, 0, 192), out)
 	w.p.c.predictions.Add(1)
-	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value}, input: in.Time, output: true})
+	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value, Headers: w.propagated(in.Headers)}, input: in.Time, output: true})
 }
 
 // enqueue hands m to the emitter. It gives up only at the hard deadline
