@@ -3,6 +3,8 @@ package models
 import (
 	"fmt"
 	"math"
+
+	"github.com/kernelstream/kernelstream/internal/label"
 )
 
 // Loss is l(y_hat, y) with its derivative in y_hat (spec seed-000 §0.2).
@@ -102,9 +104,4 @@ func Sigmoid(m float64) float64 {
 }
 
 // Label maps a raw classification label to -1/+1 (0 and negatives read as -1).
-func Label(y float64) float64 {
-	if y > 0 {
-		return 1
-	}
-	return -1
-}
+func Label(y float64) float64 { return label.Binary(y) }

@@ -6,7 +6,8 @@ package dataset
 import (
 	"math"
 
-	"github.com/kernelstream/kernelstream/models"
+	"github.com/kernelstream/kernelstream/internal/label"
+	"github.com/kernelstream/kernelstream/internal/rng"
 )
 
 // Set is a labelled dataset held row-major: row i is X[i*Dim:(i+1)*Dim].
@@ -86,9 +87,9 @@ func (s *Set) ScaleTargets() {
 }
 
 // Permutation returns a uniformly random permutation of 0..n-1 drawn from
-// seed (Fisher-Yates on models.Rand, so it is the same on every platform).
+// seed (Fisher-Yates on rng.Rand, so it is the same on every platform).
 func Permutation(n int, seed uint64) []int {
-	r := models.NewRand(seed)
+	r := rng.New(seed)
 	p := make([]int, n)
 	for i := range p {
 		p[i] = i
@@ -121,7 +122,7 @@ func (s *Set) Adversarial(blocks, r int, seed uint64) *Set {
 	perm := Permutation(s.Len(), seed)[:blocks]
 	out := &Set{Dim: s.Dim, X: make([]float64, 0, blocks*r*s.Dim), Y: make([]float64, 0, blocks*r)}
 	for b, i := range perm {
-		y := models.Label(s.Y[i])
+		y := label.Binary(s.Y[i])
 		if b%2 == 1 {
 			y = -y
 		}

@@ -14,8 +14,8 @@ import (
 	"strconv"
 
 	"github.com/kernelstream/kernelstream/internal/dataset"
+	"github.com/kernelstream/kernelstream/internal/rng"
 	"github.com/kernelstream/kernelstream/internal/synth"
-	"github.com/kernelstream/kernelstream/models"
 )
 
 // Source yields labelled examples; false ends the stream.
@@ -54,7 +54,7 @@ type Options struct {
 type Feed struct {
 	src     Source
 	o       Options
-	rng     *models.Rand
+	rng     *rng.Rand
 	ex      synth.Example
 	emitted int // feature records emitted
 	pending labelHeap
@@ -73,7 +73,7 @@ func New(src Source, o Options) (*Feed, error) {
 	if o.MaxDelay <= 0 {
 		o.MaxDelay = 64
 	}
-	return &Feed{src: src, o: o, rng: models.NewRand(o.Seed)}, nil
+	return &Feed{src: src, o: o, rng: rng.New(o.Seed)}, nil
 }
 
 // Next fills r with the next record (reusing its buffers); false at the end,

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kernelstream/kernelstream/models"
+	"github.com/kernelstream/kernelstream/internal/rng"
 )
 
 // Example is one labelled instance of one key. Seq counts the key's own
@@ -32,7 +32,7 @@ type target interface{ eval(x []float64) float64 }
 // families maps a stream name to the constructor of a key's target.
 var families = map[string]struct {
 	summary string
-	build   func(r *models.Rand, dim int) target
+	build   func(r *rng.Rand, dim int) target
 }{
 	"sines":    {"a sum of 4 random sinusoids of random directions per key", newSines},
 	"bumps":    {"a mixture of 4 Gaussian bumps with random centres and widths per key", newBumps},
@@ -58,7 +58,7 @@ type Stream struct {
 	seq     []int
 	dim     int
 	noise   float64
-	rng     *models.Rand
+	rng     *rng.Rand
 }
 
 // Options configure New.
@@ -89,7 +89,7 @@ func New(name string, o Options) (*Stream, error) {
 	if (name == "friedman" || name == "mixed") && o.Dim < 5 {
 		return nil, fmt.Errorf("synth: stream %s needs dim >= 5, got %d", name, o.Dim)
 	}
-	s := &Stream{dim: o.Dim, noise: o.Noise, rng: models.NewRand(o.Seed), seq: make([]int, o.Keys)}
+	s := &Stream{dim: o.Dim, noise: o.Noise, rng: rng.New(o.Seed), seq: make([]int, o.Keys)}
 	width := len(fmt.Sprint(o.Keys - 1))
 	cycle := []string{"sines", "bumps", "friedman"}
 	for k := 0; k < o.Keys; k++ {
@@ -101,7 +101,7 @@ func New(name string, o Options) (*Stream, error) {
 		// Each key's function depends only on (seed, key), not on the
 		// number of keys, so key-0 is the same function in every stream.
 		s.keys = append(s.keys, key)
-		s.targets = append(s.targets, build(models.NewRand(models.KeySeed(o.Seed, key)), o.Dim))
+		s.targets = append(s.targets, build(rng.New(rng.KeySeed(o.Seed, key)), o.Dim))
 	}
 	return s, nil
 }
@@ -136,7 +136,7 @@ type sines struct {
 	normaliz float64
 }
 
-func newSines(r *models.Rand, dim int) target {
+func newSines(r *rng.Rand, dim int) target {
 	s := &sines{}
 	for j := 0; j < 4; j++ {
 		w := make([]float64, dim)
@@ -169,7 +169,7 @@ type bumps struct {
 	h, s []float64
 }
 
-func newBumps(r *models.Rand, dim int) target {
+func newBumps(r *rng.Rand, dim int) target {
 	b := &bumps{}
 	for j := 0; j < 4; j++ {
 		c := make([]float64, dim)
@@ -204,7 +204,7 @@ type friedman struct {
 	offset float64
 }
 
-func newFriedman(r *models.Rand, dim int) target {
+func newFriedman(r *rng.Rand, dim int) target {
 	f := &friedman{offset: 0.2 * (r.Float64() - 0.5)}
 	for i := range f.perm {
 		f.perm[i] = i
