@@ -5,8 +5,9 @@ import "math"
 // CholeskySym sets dst to the lower Cholesky factor L of the symmetric
 // positive-definite matrix a (a = L L'), reusing dst's storage. O(n^3/6)
 // multiply-adds, no allocation once dst has room. It reports false, leaving
-// dst holding a partial factor, when a pivot is not positive and finite
-// (a not numerically positive definite); callers keep their previous factor.
+// dst empty (N = 0: never a partial factor that could pass for a whole one),
+// when a pivot is not positive and finite (a not numerically positive
+// definite); callers that must keep their previous factor pass a scratch dst.
 func CholeskySym(dst *Tri, a *Sym) bool {
 	n := a.N
 	dst.Reset()
@@ -21,8 +22,7 @@ func CholeskySym(dst *Tri, a *Sym) bool {
 		}
 		d := ai[i] - Dot(ri[:i], ri[:i])
 		if !(d > 0) || math.IsInf(d, 0) {
-			dst.N = i
-			dst.Data = dst.Data[:i*(i+1)/2]
+			dst.Reset()
 			return false
 		}
 		ri[i] = math.Sqrt(d)

@@ -49,6 +49,9 @@ func (s *Sym) AppendDiag(v float64) {
 // add chain (about 2x faster than a plain loop for n in the hundreds).
 func (s *Sym) MulVec(dst, x []float64) {
 	n := s.N
+	if len(x) < n || len(dst) < n {
+		badLength("Sym.MulVec", "dst or x", min(len(x), len(dst)), n)
+	}
 	dst = dst[:n]
 	x = x[:n]
 	clear(dst)
@@ -81,6 +84,9 @@ func (s *Sym) MulVec(dst, x []float64) {
 
 // Rank1 sets S += a v v'. O(n^2), unrolled by four with bounds checks hoisted.
 func (s *Sym) Rank1(a float64, v []float64) {
+	if len(v) < s.N {
+		badLength("Sym.Rank1", "v", len(v), s.N)
+	}
 	v = v[:s.N]
 	for i := 0; i < s.N; i++ {
 		o := i * (i + 1) / 2
@@ -102,6 +108,9 @@ func (s *Sym) Rank1(a float64, v []float64) {
 
 // Quad returns x' S x. O(n^2).
 func (s *Sym) Quad(x []float64) float64 {
+	if len(x) < s.N {
+		badLength("Sym.Quad", "x", len(x), s.N)
+	}
 	q := 0.0
 	for i := 0; i < s.N; i++ {
 		row := s.Data[i*(i+1)/2 : i*(i+1)/2+i+1]

@@ -19,6 +19,9 @@ func (t *Tri) At(i, k int) float64 { return t.Data[i*(i+1)/2+k] }
 // Append adds the row [l', d] (len(l) == N), growing N by one. It allocates
 // only when Data's capacity is exhausted; Reserve avoids that.
 func (t *Tri) Append(l []float64, d float64) {
+	if len(l) < t.N {
+		badLength("Tri.Append", "l", len(l), t.N)
+	}
 	t.Data = append(t.Data, l[:t.N]...)
 	t.Data = append(t.Data, d)
 	t.N++
@@ -39,6 +42,9 @@ func (t *Tri) Reset() { t.N, t.Data = 0, t.Data[:0] }
 
 // SolveLower solves L x = b by forward substitution into x (x may alias b). O(n^2).
 func (t *Tri) SolveLower(x, b []float64) {
+	if len(x) < t.N || len(b) < t.N {
+		badLength("Tri.SolveLower", "x or b", min(len(x), len(b)), t.N)
+	}
 	x = x[:t.N]
 	copy(x, b[:t.N])
 	for i := 0; i < t.N; i++ {
@@ -50,6 +56,9 @@ func (t *Tri) SolveLower(x, b []float64) {
 
 // SolveUpper solves L' x = b by back substitution into x (x may alias b). O(n^2).
 func (t *Tri) SolveUpper(x, b []float64) {
+	if len(x) < t.N || len(b) < t.N {
+		badLength("Tri.SolveUpper", "x or b", min(len(x), len(b)), t.N)
+	}
 	x = x[:t.N]
 	copy(x, b[:t.N])
 	for i := t.N - 1; i >= 0; i-- {
@@ -61,6 +70,9 @@ func (t *Tri) SolveUpper(x, b []float64) {
 
 // MulVec sets dst = L x. O(n^2).
 func (t *Tri) MulVec(dst, x []float64) {
+	if len(x) < t.N || len(dst) < t.N {
+		badLength("Tri.MulVec", "dst or x", min(len(x), len(dst)), t.N)
+	}
 	for i := 0; i < t.N; i++ {
 		dst[i] = Dot(t.Row(i), x[:i+1])
 	}
@@ -77,6 +89,9 @@ func (t *Tri) MulVec(dst, x []float64) {
 // norms overflow).
 func (t *Tri) Rank1Update(x []float64) bool {
 	n := t.N
+	if len(x) < n {
+		badLength("Tri.Rank1Update", "x", len(x), n)
+	}
 	d := t.Data
 	x = x[:n]
 	for k := 0; k < n; k++ {

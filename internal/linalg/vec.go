@@ -1,10 +1,25 @@
 // Package linalg holds the dense and packed-triangular kernels the learners
-// run per record. They write into caller-owned buffers and never allocate;
-// shapes are programmer errors and panic through slice bounds.
+// run per record. They write into caller-owned buffers and never allocate.
+// Shapes are programmer errors: a mismatch panics with a message naming the
+// function and the lengths (as gonum's floats package does), never with a
+// bare index error deep in a loop.
 package linalg
+
+import "fmt"
+
+// badLength panics for a shape error; kept out of line so that the checks
+// cost one compare on the hot path.
+//
+//go:noinline
+func badLength(op, what string, got, want int) {
+	panic(fmt.Sprintf("linalg: %s: len(%s) = %d, want %d", op, what, got, want))
+}
 
 // Dot is x.y; the slices must have equal length.
 func Dot(x, y []float64) float64 {
+	if len(y) != len(x) {
+		badLength("Dot", "y", len(y), len(x))
+	}
 	y = y[:len(x)]
 	var s0, s1 float64
 	i := 0
@@ -18,8 +33,11 @@ func Dot(x, y []float64) float64 {
 	return s0 + s1
 }
 
-// SqDist is ||x-y||^2.
+// SqDist is ||x-y||^2; the slices must have equal length.
 func SqDist(x, y []float64) float64 {
+	if len(y) != len(x) {
+		badLength("SqDist", "y", len(y), len(x))
+	}
 	y = y[:len(x)]
 	var s0, s1 float64
 	i := 0
@@ -36,8 +54,11 @@ func SqDist(x, y []float64) float64 {
 	return s0 + s1
 }
 
-// Axpy sets y += a*x.
+// Axpy sets y += a*x; the slices must have equal length.
 func Axpy(a float64, x, y []float64) {
+	if len(y) != len(x) {
+		badLength("Axpy", "y", len(y), len(x))
+	}
 	y = y[:len(x)]
 	for i, v := range x {
 		y[i] += a * v
