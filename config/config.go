@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kernelstream/kernelstream/models"
+	"github.com/kernelstream/kernelstream/processor"
 )
 
 // Config is the whole consumer configuration.
@@ -121,25 +122,25 @@ func Default() Config {
 			InputTopic:  "features",
 			OutputTopic: "predictions",
 			DLQTopic:    "dead-letters",
-			StartOffset: "earliest",
+			StartOffset: processor.DefaultStartOffset,
 
-			SessionTimeout:    10 * time.Second,
-			HeartbeatInterval: time.Second,
-			RebalanceTimeout:  30 * time.Second,
-			RetryBackoffMax:   5 * time.Second,
-			MaxValueBytes:     1 << 20,
+			SessionTimeout:    processor.DefaultSessionTimeout,
+			HeartbeatInterval: processor.DefaultHeartbeatInterval,
+			RebalanceTimeout:  processor.DefaultRebalanceTimeout,
+			RetryBackoffMax:   processor.DefaultRetryBackoffMax,
+			MaxValueBytes:     processor.DefaultMaxValueBytes,
 		},
 		Model: models.Spec{Kernel: models.KernelSpec{Type: "gaussian"}},
 		Checkpoint: Checkpoint{
 			Dir:        "/var/lib/kernelstream",
-			Interval:   5 * time.Second,
-			MaxRecords: 10000,
+			Interval:   processor.DefaultCheckpointInterval,
+			MaxRecords: processor.DefaultCheckpointMaxRecords,
 		},
-		Labels:   Labels{TTL: time.Hour, MaxPending: 100000},
-		Cache:    Cache{MaxLearners: 100000},
-		Output:   Output{TopK: 10, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: 2 * time.Millisecond},
+		Labels:   Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending},
+		Cache:    Cache{MaxLearners: processor.DefaultMaxLearners},
+		Output:   Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout},
 		HTTP:     HTTP{Addr: ":8080"},
 		Log:      Log{Level: "info", Format: "json"},
-		Shutdown: Shutdown{Grace: 25 * time.Second},
+		Shutdown: Shutdown{Grace: processor.DefaultShutdownGrace},
 	}
 }

@@ -22,7 +22,7 @@ const (
 	DefaultMaxLearners          = 100000
 	DefaultTopK                 = 10
 	DefaultMaxValueBytes        = 1 << 20
-	DefaultShutdownGrace        = 30 * time.Second
+	DefaultShutdownGrace        = 25 * time.Second
 	DefaultBatchTimeout         = 2 * time.Millisecond
 	DefaultSessionTimeout       = 10 * time.Second
 	DefaultHeartbeatInterval    = time.Second
@@ -86,7 +86,8 @@ type Config struct {
 	PropagateHeaders []string
 
 	// ShutdownGrace bounds the final checkpoint and group leave after Run's
-	// context is cancelled. Default 30s.
+	// context is cancelled. Default 25s (below Kubernetes' default 30 s
+	// termination grace period, leaving time for the process to exit).
 	ShutdownGrace time.Duration
 	// BatchTimeout is the output writer's batch timeout. Default 2ms.
 	BatchTimeout time.Duration
