@@ -82,10 +82,12 @@ func produce(t *testing.T, addr string, recs []testRecord) {
 	// Distinct, increasing timestamps: the order of the scenario is the
 	// order of the merged input and labels topics.
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	lastBaseMu.Lock()
 	if !lastBase.IsZero() && !base.After(lastBase) {
 		base = lastBase.Add(time.Millisecond)
 	}
 	lastBase = base.Add(time.Duration(len(recs)) * time.Millisecond)
+	lastBaseMu.Unlock()
 	for i, r := range recs {
 		topic := r.topic
 		if topic == "" {
@@ -108,8 +110,12 @@ func produce(t *testing.T, addr string, recs []testRecord) {
 	}
 }
 
-// lastBase keeps the timestamps of successive produce calls increasing.
-var lastBase time.Time
+// lastBase keeps the timestamps of successive produce calls increasing
+// (tests run in parallel: lastBaseMu guards it).
+var (
+	lastBase   time.Time
+	lastBaseMu sync.Mutex
+)
 
 // outRecord is a decoded output message.
 type outRecord struct {

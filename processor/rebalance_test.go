@@ -15,6 +15,7 @@ import (
 // member's checkpoint holds every learner, equal to a direct replay, and
 // every id has a prediction.
 func TestRebalance(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("several group rebalances")
 	}
@@ -57,6 +58,7 @@ func TestRebalance(t *testing.T) {
 // TestMetrics runs a short stream and reads the Prometheus registry: the
 // documented series exist and the counters moved.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 0, "")
 	defer c.Close()
 	addr := c.ListenAddrs()[0]

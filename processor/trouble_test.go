@@ -12,6 +12,7 @@ import (
 // retries with backoff, logs once per episode, resumes and loses nothing:
 // final states equal the direct replay and every id has a prediction.
 func TestBrokerTrouble(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("takes ~20 s")
 	}

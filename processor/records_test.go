@@ -1,0 +1,172 @@
+package processor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kernelstream/kernelstream/models"
+)
+
+// Record-level behaviour through the broker-free tester (tester_test.go).
+
+// TestDeadLettersAndGoodRecords: every kind of unusable record goes to the
+// dead-letter topic unchanged, with headers naming the reason and the
+// source, or is a counted drop (unknown labels); the good records around
+// them give the predictions and states of a direct replay of the good ones.
+func TestDeadLettersAndGoodRecords(t *testing.T) {
+	t.Parallel()
+	big := `{"id":"big","x":[1,2,3],"pad":"` + strings.Repeat("z", 2<<20) + `"}`
+	bad := []struct {
+		rec    testRecord
+		reason string // "" = a counted drop, no dead letter
+	}{
+		{testRecord{key: "k", value: `{"id":"b1","x":[1,2,3]`}, "bad_json"},
+		{testRecord{key: "k", value: `{"id":"b2","x":[1,2]}`}, "dimension"},
+		{testRecord{key: "k", value: `{"id":"b3","x":[1,NaN,3]}`}, "non_finite"},
+		{testRecord{key: "k", value: `{"id":"b4","x":[1,1e400,3]}`}, "non_finite"},
+		{testRecord{key: "k", value: `{"id":"b5","x":[1,"2",3]}`}, "wrong_type"},
+		{testRecord{key: "k", value: `{"id":"b6","y":"one"}`}, "wrong_type"},
+		{testRecord{key: "", value: `{"id":"b7","x":[1,2,3]}`}, "no_key"},
+		{testRecord{key: "k", value: big}, "oversized"},
+		{testRecord{key: "k", value: `{"x":[1,2,3]}`}, "missing_field"},
+		{testRecord{key: "k", value: `{"id":"nobody","y":1}`}, ""},
+		{testRecord{key: "user-0", value: `{"id":"0","reward":1,"arm":"zzz"}`}, ""},
+		{testRecord{key: "k2", value: `{"id":"p","reward":1,"arm":"zzz"}`}, "bad_fields"}, // p is a plain prediction
+	}
+	good := append([]testRecord{{key: "k2", value: `{"id":"p","x":[1,2,3]}`}}, stream(2, 12, 3, 5)...)
+	var recs []testRecord
+	for i, g := range good {
+		recs = append(recs, g)
+		if i < len(bad) {
+			recs = append(recs, bad[i].rec)
+		}
+	}
+	ts := newTester(t, lmsSpec, nil)
+	ts.consume(recs...)
+	ref := replay(t, lmsSpec, good, DefaultTopK)
+	checkPredictions(t, ref, ts.emitted(tOut))
+	dead := ts.emitted(tDLQ)
+	var want []string
+	for _, b := range bad {
+		if b.reason != "" {
+			want = append(want, b.reason)
+		}
+	}
+	if len(dead) != len(want) {
+		t.Fatalf("%d dead letters, want %d", len(dead), len(want))
+	}
+	for i, d := range dead {
+		if d.headers[headerReason] != want[i] {
+			t.Errorf("dead letter %d: reason %q, want %q (error %q)", i, d.headers[headerReason], want[i], d.headers[headerError])
+		}
+		if d.headers[headerTopic] != tIn || d.headers[headerPartition] != "0" || d.headers[headerOffset] == "" || d.headers[headerError] == "" {
+			t.Errorf("dead letter %d without its source headers: %v", i, d.headers)
+		}
+	}
+	for _, b := range bad {
+		found := b.reason == ""
+		for _, d := range dead {
+			found = found || string(d.value) == b.rec.value
+		}
+		if !found {
+			t.Errorf("%s: dead letter value changed or missing", b.reason)
+		}
+	}
+	st := ts.w.p.Stats()
+	if st.UnknownLabels != 2 || st.DeadLetters["oversized"] != 1 {
+		t.Errorf("stats: unknown labels %d, dead %v", st.UnknownLabels, st.DeadLetters)
+	}
+	checkStates(t, ref, ts.close())
+}
+
+// TestDecisionsAndRankings: `arms` records answered by a bandit learner
+// (Choose, then the reward observed through the pending map) and by a
+// regression learner (a top-k ranking; the reward of a named arm applied by
+// Update), equal to a direct replay.
+func TestDecisionsAndRankings(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []models.Spec{{Algorithm: "ptest-ucb", Dim: 3, Seed: 11}, lmsSpec} {
+		t.Run(spec.Algorithm, func(t *testing.T) {
+			recs := decisionStream(spec.Algorithm == lmsSpec.Algorithm)
+			ts := newTester(t, spec, func(c *Config) { c.TopK = 3 })
+			ts.consume(recs...)
+			ref := replay(t, spec, recs, 3)
+			outs := ts.emitted(tOut)
+			checkPredictions(t, ref, outs)
+			for id, o := range distinctIDs(outs) {
+				if d, ok := ref.dec[id]; ok {
+					if o.Arm == nil || o.UCB == nil || *o.UCB != d.UCB || o.Std == nil || *o.Std != d.Std {
+						t.Errorf("%s: decision %s, want arm %d ucb %v", id, o.value, d.Arm, d.UCB)
+					}
+				}
+				if want, ok := ref.rank[id]; ok {
+					got, _ := json.Marshal(o.Ranking)
+					if string(got) != "["+strings.Join(want, ",")+"]" {
+						t.Errorf("%s: ranking %s, want %v", id, got, want)
+					}
+				}
+			}
+			if st := ts.w.p.Stats(); st.Decisions != int64(len(ref.yhat)) || st.Rewards == 0 {
+				t.Errorf("stats: %+v", st)
+			}
+			checkStates(t, ref, ts.close())
+		})
+	}
+}
+
+// decisionStream: 3 users, 30 decisions each among 6 arms; 3 of 4 rewarded,
+// some naming their arm (for the regression learner's ranking).
+func decisionStream(namedArms bool) []testRecord {
+	rng := models.NewRand(3)
+	var recs []testRecord
+	for i := 0; i < 30; i++ {
+		for k := 0; k < 3; k++ {
+			key := fmt.Sprintf("u%d", k)
+			var arms []string
+			for a := 0; a < 6; a++ {
+				arms = append(arms, fmt.Sprintf(`{"id":"item%d","x":[%g,%g,%g]}`, a, rng.Float64(), rng.Float64(), float64(a)/6))
+			}
+			id := fmt.Sprintf(`"d%d"`, i)
+			recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"arms":[` + strings.Join(arms, ",") + `]}`})
+			if i%4 != 3 {
+				reward := fmt.Sprintf("%g", rng.Float64())
+				if namedArms && i%2 == 1 {
+					recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"reward":` + reward + `,"arm":"item0"}`})
+				} else {
+					recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"reward":` + reward + `}`})
+				}
+			}
+		}
+	}
+	return recs
+}
+
+// TestLabelJoinAndExpiry: delayed labels on the labels topic join their
+// predictions; labels that come after their entry expired by event time or
+// by count are counted as unknown, and the expiries are counted by cause.
+func TestLabelJoinAndExpiry(t *testing.T) {
+	t.Parallel()
+	ts := newTester(t, lmsSpec, func(c *Config) { c.MaxPending = 2 })
+	x := `"x":[0.1,0.2,0.3]`
+	ts.consume(
+		testRecord{key: "k", value: `{"id":"a",` + x + `}`},
+		testRecord{key: "k", value: `{"id":"b",` + x + `}`},
+		testRecord{key: "k", value: `{"id":"c",` + x + `}`}, // evicts a (count bound 2)
+		testRecord{topic: tLabels, key: "k", value: `{"id":"b","y":1}`},
+		testRecord{topic: tLabels, key: "k", value: `{"id":"a","y":1}`}, // expired: unknown
+		testRecord{key: "k", value: `{"id":"d",` + x + `,"ts":` + fmt.Sprint(ts.base.Add(2*60*60*1000*1e6).UnixMilli()) + `}`},
+		testRecord{topic: tLabels, key: "k", value: `{"id":"c","y":1}`}, // expired by TTL (2 h later in event time)
+	)
+	st := ts.w.p.Stats()
+	if st.Updates != 1 || st.UnknownLabels != 2 {
+		t.Errorf("updates %d (want 1: b), unknown labels %d (want 2: a, c)", st.Updates, st.UnknownLabels)
+	}
+	if st.Expired["count"] != 1 || st.Expired["ttl"] != 1 {
+		t.Errorf("expiries %v, want count 1 and ttl 1", st.Expired)
+	}
+	if len(ts.emitted(tOut)) != 4 {
+		t.Errorf("%d predictions, want 4", len(ts.emitted(tOut)))
+	}
+}
