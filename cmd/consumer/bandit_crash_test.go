@@ -52,6 +52,7 @@ func fmtBanditConfig(brokers, group, output, dlq, dir string) string {
 // every output (re-emitted ones included) equals the direct replay's
 // decision.
 func TestBanditCrashSafety(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end crash test")
 	}

@@ -28,6 +28,7 @@ import (
 // the dictionary is resampled and the PRNG moves, and a small refresh, so
 // posteriors are rebuilt and new arm sets replayed) and delayed rewards.
 func TestBanditDecisionsEquivalence(t *testing.T) {
+	t.Parallel()
 	env, err := banditenv.NewClicks(banditenv.ClickConfig{Users: 5, Items: 80, Dim: 3, Candidates: 8, MaxDelay: 4}, 7)
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func TestBanditDecisionsEquivalence(t *testing.T) {
 // are the same on every run (0.493 over the first 1000 decisions, 0.588
 // over the last 1000, random choice 0.204 at the time of writing).
 func TestBanditDemoStopsByItself(t *testing.T) {
+	t.Parallel()
 	var out capture
 	code := run([]string{"-demo", "bandit", "-demo-records", "3000", "-demo-rate", "0", "-demo-port", "0",
 		"-demo-http", "127.0.0.1:0", "-demo-every", "200ms"}, &out, &out)

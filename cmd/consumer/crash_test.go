@@ -36,6 +36,7 @@ const (
 // of an uninterrupted run over the same input, and every input id has at
 // least one prediction on the output topic.
 func TestCrashSafety(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end crash test")
 	}
@@ -191,24 +192,28 @@ type crashKills struct {
 }
 
 // killAndRestart runs the consumer of k.cfg and kills it with SIGKILL: an
-// early kill a random few hundred milliseconds after a start (often before
-// the first checkpoint), then, for five seeded random fractions in
-// increasing order, a kill when the output topic reaches k.target(frac)
-// records (the target is asked for before the consumer restarts). Each time
-// it restarts on the same checkpoint directory; the last run is left to
-// k.finish and then must exit 0 within crashGrace of SIGTERM.
+// early kill up to 300 ms after the start's group assignment (while it
+// restores, before the first checkpoint), then, for five seeded random
+// fractions in increasing order, a kill when the output topic reaches
+// k.target(frac) records (the target is asked for before the consumer
+// restarts). Every kill waits until the process is in a generation
+// (waitInGeneration says why). Each time it restarts on the same checkpoint
+// directory; the last run is left to k.finish and then must exit 0 within
+// crashGrace of SIGTERM.
 func killAndRestart(ctx context.Context, t *testing.T, k crashKills) {
 	t.Helper()
 	rng := k.rng
 	fractions := []float64{rng.Float64() * 0.1, 0.1 + rng.Float64()*0.2, 0.3 + rng.Float64()*0.2, 0.5 + rng.Float64()*0.2, 0.7 + rng.Float64()*0.2}
 	sort.Float64s(fractions)
 	p := startConsumer(t, k.cfg, k.log)
-	time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
+	p.waitInGeneration(ctx, t)
+	time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // restoring, or just started
 	p.stop(t, syscall.SIGKILL, 10*time.Second)
 	t.Logf("killed at start-up")
 	for _, frac := range fractions {
 		target := k.target(frac)
 		p = startConsumer(t, k.cfg, k.log)
+		p.waitInGeneration(ctx, t)
 		for {
 			out, _, err := endOffsets(ctx, k.addr, k.output, crashPartitions)
 			if err != nil {

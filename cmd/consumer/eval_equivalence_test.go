@@ -28,6 +28,7 @@ import (
 // label comes after other keys' records but before its own key's next x,
 // which is the order in which eval's predict-then-update sees them).
 func TestOutputEqualsEvalDump(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}

@@ -33,6 +33,34 @@ type consumerProcess struct {
 	cmd  *exec.Cmd
 	done chan error
 	log  string
+	// generations is how many "assigned" lines the log (shared by all the
+	// runs of a test) had before this process started.
+	generations int
+}
+
+// assignedLine is what the processor logs once it is in a generation.
+const assignedLine = `"message":"assigned"`
+
+// waitInGeneration waits until the process has logged a group assignment:
+// kfake never expires a member killed while its JoinGroup or SyncGroup
+// reply is in flight (Apache Kafka would, after the session timeout), so the
+// tests kill a member only once it is in a generation.
+func (p *consumerProcess) waitInGeneration(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for {
+		data, _ := os.ReadFile(p.log)
+		if strings.Count(string(data), assignedLine) > p.generations {
+			return
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("consumer exited before joining a generation (%v); log tail:\n%s", err, tail(p.log, 3000))
+		case <-ctx.Done():
+			t.Fatalf("consumer never joined a generation; log tail:\n%s", tail(p.log, 3000))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // startBroker is the common start of the end-to-end tests: a context that
@@ -62,13 +90,15 @@ func startConsumer(t *testing.T, configPath, logPath string, env ...string) *con
 	if err != nil {
 		t.Fatal(err)
 	}
+	before, _ := os.ReadFile(logPath)
 	cmd := exec.Command(os.Args[0], "-config", configPath)
 	cmd.Env = append(append(os.Environ(), asConsumer+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &consumerProcess{cmd: cmd, done: make(chan error, 1), log: logPath}
+	p := &consumerProcess{cmd: cmd, done: make(chan error, 1), log: logPath,
+		generations: strings.Count(string(before), assignedLine)}
 	go func() { p.done <- cmd.Wait(); logf.Close() }()
 	return p
 }

@@ -50,6 +50,7 @@ const (
 // for byte, those of an uninterrupted single consumer over the same input,
 // and every input id has at least one prediction on the group's output.
 func TestMembersJoinAndLeave(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end multi-process test")
 	}

@@ -36,6 +36,7 @@ type sample struct {
 // group: its /readyz turns 200 only once it has replayed the whole log
 // (replayed_records_total = every input record) and it emitted nothing.
 func TestMetricsEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("end-to-end metrics test")
 	}

@@ -61,6 +61,7 @@ func sumMetric(text, name string) (float64, bool) {
 // restored, /metrics shows the counters moving as records flow and the lag
 // back at 0 at the end, and cancelling (what SIGTERM does) returns nil.
 func TestServeEndpoints(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b, err := broker.Start(broker.Options{})
@@ -152,6 +153,7 @@ func families(text string) string {
 
 // TestDemoStopsByItself runs `consumer -demo -demo-records N` in-process.
 func TestDemoStopsByItself(t *testing.T) {
+	t.Parallel()
 	var out capture
 	code := run([]string{"-demo", "-demo-records", "1500", "-demo-rate", "0", "-demo-port", "0",
 		"-demo-http", "127.0.0.1:0", "-demo-every", "200ms", "-demo-models", "aogd-ald,fogd"}, &out, &out)
