@@ -1,6 +1,3 @@
-// Package models holds the online kernel learners, the kernels and losses they
-// share, the registry that builds a learner from a model spec, and the
-// versioned binary encoding of learner state.
 package models
 
 import "encoding"
