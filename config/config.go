@@ -92,6 +92,7 @@ type Output struct {
 	TopK         int           `yaml:"top_k" doc:"arms listed in the ranking of a decision record scored by a regression learner"`
 	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
 	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"output writer batch timeout: the longest a prediction waits to be batched (latency vs throughput)"`
+	Compression  string        `yaml:"compression" doc:"compression of the output and dead-letter batches: none, gzip, snappy, lz4 or zstd"`
 }
 
 // HTTP serves /metrics, /healthz and /readyz.
@@ -138,7 +139,7 @@ func Default() Config {
 		},
 		Labels:   Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending},
 		Cache:    Cache{MaxLearners: processor.DefaultMaxLearners},
-		Output:   Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout},
+		Output:   Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression},
 		HTTP:     HTTP{Addr: ":8080"},
 		Log:      Log{Level: "info", Format: "json"},
 		Shutdown: Shutdown{Grace: processor.DefaultShutdownGrace},

@@ -42,6 +42,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		PropagateHeaders:     append([]string(nil), c.Output.Headers...),
 		ShutdownGrace:        c.Shutdown.Grace,
 		BatchTimeout:         c.Output.BatchTimeout,
+		Compression:          c.Output.Compression,
 		SessionTimeout:       c.Kafka.SessionTimeout,
 		HeartbeatInterval:    c.Kafka.HeartbeatInterval,
 		RebalanceTimeout:     c.Kafka.RebalanceTimeout,

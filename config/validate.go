@@ -110,6 +110,11 @@ func (c *Config) Validate() error {
 		bad("output.top_k", "%d must be >= 0", c.Output.TopK)
 	}
 	positiveDuration(bad, "output.batch_timeout", c.Output.BatchTimeout)
+	switch c.Output.Compression {
+	case "none", "gzip", "snappy", "lz4", "zstd":
+	default:
+		bad("output.compression", "%q: want none, gzip, snappy, lz4 or zstd", c.Output.Compression)
+	}
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			bad("http.addr", "%q is not [host]:port", c.HTTP.Addr)

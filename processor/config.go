@@ -24,6 +24,7 @@ const (
 	DefaultMaxValueBytes        = 1 << 20
 	DefaultShutdownGrace        = 25 * time.Second
 	DefaultBatchTimeout         = 2 * time.Millisecond
+	DefaultCompression          = "lz4"
 	DefaultSessionTimeout       = 10 * time.Second
 	DefaultHeartbeatInterval    = time.Second
 	DefaultRebalanceTimeout     = 30 * time.Second
@@ -91,6 +92,11 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// BatchTimeout is the output writer's batch timeout. Default 2ms.
 	BatchTimeout time.Duration
+	// Compression of the output and dead-letter batches: "none", "gzip",
+	// "snappy", "lz4" or "zstd". Default "lz4" (cheap on CPU; predictions
+	// are JSON and compress several-fold, which is what a network-bound
+	// producer needs).
+	Compression string
 	// SessionTimeout, HeartbeatInterval and RebalanceTimeout tune the group
 	// membership. Defaults 10s, 1s, 30s.
 	SessionTimeout    time.Duration
@@ -154,6 +160,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.BatchTimeout == 0 {
 		cfg.BatchTimeout = DefaultBatchTimeout
 	}
+	if cfg.Compression == "" {
+		cfg.Compression = DefaultCompression
+	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
@@ -203,6 +212,9 @@ func (cfg Config) Validate() error {
 	}
 	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
 		bad("StartOffset", "%q: want earliest or latest", c.StartOffset)
+	}
+	if _, ok := compressionCodecs[c.Compression]; !ok {
+		bad("Compression", "%q: want none, gzip, snappy, lz4 or zstd", c.Compression)
 	}
 	if err := c.Model.Validate(); err != nil {
 		bad("Model", "%v", err)

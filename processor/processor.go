@@ -131,6 +131,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		WriteBackoffMin: 50 * time.Millisecond,
 		WriteBackoffMax: time.Second,
 		Transport:       cfg.Transport,
+		Compression:     compressionCodecs[cfg.Compression],
 	}
 	defer writer.Close()
 

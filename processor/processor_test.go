@@ -206,6 +206,7 @@ func TestOversizedDeadLetterRefused(t *testing.T) {
 	ref := replay(t, lmsSpec, good, DefaultTopK)
 	cfg := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
 	cfg.DLQTopic = "dlq-small"
+	cfg.Compression = "none" // compressed, the repetitive 3 MiB value would fit the topic's limit
 	r := start(t, cfg)
 	out := newConsumer(t, addr, tOut)
 	dlq := newConsumer(t, addr, "dlq-small")

@@ -334,6 +334,9 @@ var runSeq int
 func startProcessor(ctx context.Context, addrs []string, in, out string, o options) (func() error, error) {
 	runSeq++
 	cfg := config.Default()
+	if err := config.ApplyEnv(&cfg, os.Environ()); err != nil { // e.g. KERNELSTREAM_OUTPUT_COMPRESSION=none
+		return nil, err
+	}
 	cfg.Kafka.Brokers = addrs
 	cfg.Kafka.Group = fmt.Sprintf("bench-%d", runSeq)
 	cfg.Kafka.InputTopic, cfg.Kafka.OutputTopic = in, out
