@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -71,8 +72,11 @@ const (
 // checkpoint certainly too big goes to the staged path without first
 // filling a transaction that would fail.
 const (
-	memTableSize = 32 << 20
+	memTableSize = 16 << 20
 	maxTxnBytes  = memTableSize * 15 / 100
+
+	maxValueThreshold = 1 << 20  // Badger's upper bound for ValueThreshold
+	valueLogFileSize  = 64 << 20 // see Open
 )
 
 // Options configures Open.
@@ -89,6 +93,9 @@ type Options struct {
 	Logger zerolog.Logger
 	// InMemory runs Badger without disk (tests of this package only).
 	InMemory bool
+	// GCInterval is how often the store reclaims value-log space and
+	// samples its sizes (space.go). Default 10s; negative disables both.
+	GCInterval time.Duration
 
 	// failpoint, when set, is called after each stage of a staged commit
 	// ("staged", "marked", "applied-part", "applied", "cleaned") and aborts
@@ -106,6 +113,7 @@ type Store struct {
 	log  zerolog.Logger
 
 	staged atomic.Int64 // commits that took the staged path
+	space  space        // disk and live sizes, value-log GC (space.go)
 }
 
 // StagedCommits counts the commits that were too big for one transaction.
@@ -133,24 +141,36 @@ func Open(opts Options) (*Store, error) {
 	bo := badger.DefaultOptions(opts.Dir).
 		WithSyncWrites(opts.SyncWrites).
 		WithLogger(badgerLogger{opts.Logger}).
-		// 32 MiB memtables: Badger caps one transaction at 15 % of it
-		// (4.8 MiB), which holds a default checkpoint (10,000 records) of
-		// small learners in one transaction; at 16 MiB most such
-		// checkpoints took the staged path and were written three times.
+		// The LSM's overhead over the live state is bounded by its memtables
+		// (each also a file on disk) and the level-0 tables waiting for
+		// compaction; every checkpoint overwrites its learners, so these
+		// are mostly garbage. Two 16 MiB memtables and compaction at the
+		// first level-0 table keep it near 50 MiB (docs/scale.md, "Disk").
+		// The price: Badger caps a transaction at 15 % of the memtable
+		// (2.4 MiB), so bigger checkpoints take the staged path.
 		WithMemTableSize(memTableSize).
 		// Each partition is written by one goroutine, and checkpoint
 		// transactions only write: no conflict to detect.
 		WithDetectConflicts(false).
-		WithNumMemtables(3).
-		WithNumLevelZeroTables(8).
-		WithNumLevelZeroTablesStall(16).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(1).
+		WithNumLevelZeroTablesStall(4).
 		WithNumCompactors(2).
 		// No block cache: with uncompressed tables a block is read in place
 		// from the memory map, and the cache's bookkeeping cost more than
 		// it saved on random point reads (BenchmarkReadLearner: about 6 µs
 		// instead of 7.5 per read).
 		WithBlockCacheSize(0).
-		WithValueThreshold(4 << 10).
+		// States up to 1 MiB (Badger's maximum) live in the LSM tree, where
+		// compaction drops the versions each checkpoint overwrites; only
+		// larger ones go to the value log, which space.go garbage-collects.
+		// At 4 KiB every learner state was rewritten into the value log at
+		// each checkpoint and nothing reclaimed it (gigabytes a minute).
+		WithValueThreshold(maxValueThreshold).
+		// Small value-log files: GC rewrites one file at a time and never the
+		// one being written, so the garbage it cannot yet reach is at most
+		// about one file (and each file is memory-mapped).
+		WithValueLogFileSize(valueLogFileSize).
 		// Uncompressed tables: a cold-learner read then decodes its value
 		// straight from the memory-mapped table instead of decompressing a
 		// whole block (Snappy was half the cost of a point read,
@@ -172,11 +192,15 @@ func Open(opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.startSpace()
 	return s, nil
 }
 
-// Close closes Badger.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops the store's maintenance and closes Badger.
+func (s *Store) Close() error {
+	s.stopSpace()
+	return s.db.Close()
+}
 
 func partKey(ns byte, part int, suffix []byte) []byte {
 	k := make([]byte, 5, 5+len(suffix))

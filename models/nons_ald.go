@@ -46,7 +46,8 @@ package models
 //     Update x1, ...) the pending projection is applied with the instance being
 //     updated; the paper does not define that case.
 //
-// Cap (spec §3 [SUGGEST]): max_budget (default 1024) bounds |S|. At the cap no
+// Cap (spec §3 [SUGGEST]): max_budget (default 256, as aogd-ald: well above the
+// paper's dictionaries, a full state near 270 KB instead of 4 MB at 1024) bounds |S|. At the cap no
 // point is added and ALD is treated as holding (features phi_old(x)), so the
 // learner keeps learning in bounded memory.
 //
@@ -103,7 +104,7 @@ func newNONSALD(s *Setup) (Learner, error) {
 		u:         p.Positive("U", 1),
 		mu:        p.Positive("mu", 1),
 		alpha:     p.Float("alpha", 25/float64(horizon), 0, 1),
-		maxBudget: p.Int("max_budget", 1024, 1, 16384),
+		maxBudget: p.Int("max_budget", 256, 1, 16384),
 	}
 	l.eta = p.Positive("eta", 1/(4*(l.u*l.u+1)))
 	l.S.d = s.Dim

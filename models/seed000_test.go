@@ -357,9 +357,15 @@ func TestSeed000Params(t *testing.T) {
 		}
 	}
 	// Defaults that come from the horizon T.
+	// Theorem 3.2 gives B0 = 537 for d = 18, T = 16599; it is clamped to
+	// max_budget (default 256), and 537 comes back when the cap allows it.
 	l := mustNew(t, gaussianSpec("aogd-ald", 18, 8, map[string]any{"T": 16599}), "key").(*aogdALD)
-	if math.Abs(l.alpha-25.0/16599) > 1e-15 || l.b0 != 537 || l.u != 2 || l.maxBudget != 1024 {
+	if math.Abs(l.alpha-25.0/16599) > 1e-15 || l.b0 != 256 || l.u != 2 || l.maxBudget != 256 {
 		t.Fatalf("aogd-ald defaults: alpha %v B0 %d U %v max_budget %d", l.alpha, l.b0, l.u, l.maxBudget)
+	}
+	l = mustNew(t, gaussianSpec("aogd-ald", 18, 8, map[string]any{"T": 16599, "max_budget": 1024}), "key").(*aogdALD)
+	if l.b0 != 537 {
+		t.Fatalf("aogd-ald B0 %d with max_budget 1024, want 537 (Theorem 3.2)", l.b0)
 	}
 	n := mustNew(t, gaussianSpec("nons-ald", 18, 8, nil), "key").(*nonsALD)
 	if n.alpha != 25.0/10000 || n.u != 1 || n.mu != 1 || n.eta != 1.0/8 {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
 )
 
 // metrics are the Prometheus series of docs/pipeline.md. Counters that Stats
@@ -72,6 +74,8 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counter("checkpoints_total", "Partition checkpoints committed.", func() float64 { return float64(c.checkpoints.Load()) })
 	gauge("pending_labels", "Predictions waiting for a label, all partitions.", func() float64 { return float64(c.pending.Load()) })
 	gauge("learners_in_memory", "Learner objects held in memory.", func() float64 { return float64(c.inMemory.Load()) })
+	gauge("state_dir_bytes", "Disk space used by the checkpoint directory (sampled every 10 s).", func() float64 { return storeSize(c, (*checkpoint.Store).DiskBytes) })
+	gauge("state_live_bytes", "Bytes of live keys and values in the checkpoint store: what it holds after compaction (sampled every minute).", func() float64 { return storeSize(c, (*checkpoint.Store).LiveBytes) })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "kernelstream", Name: "progressive_loss",
 		Help: "Mean loss of predictions on their labels since start.", ConstLabels: prometheus.Labels{"model": model},
@@ -95,6 +99,14 @@ func (m *metrics) setKernelWeights(part int, w []float64) {
 
 // kernelWeighter is the optional learner capability exported as kernel_weight.
 type kernelWeighter interface{ KernelWeights() []float64 }
+
+// storeSize reads a size of the open store, 0 when none is open.
+func storeSize(c *counters, size func(*checkpoint.Store) int64) float64 {
+	if s := c.store.Load(); s != nil {
+		return float64(size(s))
+	}
+	return 0
+}
 
 // addFloat adds v to a float64 stored as bits.
 func addFloat(a interface {

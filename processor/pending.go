@@ -28,6 +28,8 @@ type pendingEntry struct {
 	bandit   bool   // chosen by a Bandit: the reward is Observed
 	arms     []pendingArm
 	hidx     int // index in the ttl heap
+
+	older, newer *pendingEntry // neighbours in insertion (= offset) order
 }
 
 func pendingKey(buf []byte, routing, id []byte) []byte {
@@ -38,18 +40,14 @@ func pendingKey(buf []byte, routing, id []byte) []byte {
 
 // pendingMap is one partition's pending-label map. Expiry is deterministic:
 // it depends only on the record sequence (event-time watermark = largest ts
-// seen, and insertion offsets), never on the clock.
+// seen, and insertion offsets), never on the clock. Its memory is
+// proportional to what is pending: the insertion order is a list threaded
+// through the entries themselves, so a labelled entry leaves no trace.
 type pendingMap struct {
-	m     map[string]*pendingEntry
-	byTs  tsHeap
-	fifo  []fifoItem // insertion order; stale items skipped lazily
-	head  int
-	dirty map[string]struct{} // keys changed since the last checkpoint
-}
-
-type fifoItem struct {
-	offset int64
-	key    string
+	m              map[string]*pendingEntry
+	byTs           tsHeap
+	oldest, newest *pendingEntry       // insertion (= offset) order, for count expiry
+	dirty          map[string]struct{} // keys changed since the last checkpoint
 }
 
 func newPendingMap() *pendingMap {
@@ -65,11 +63,40 @@ func (pm *pendingMap) put(e *pendingEntry) (replaced bool) {
 		heap.Remove(&pm.byTs, old.hidx)
 		replaced = true
 	}
+	if replaced {
+		pm.unlink(pm.m[e.key])
+	}
 	pm.m[e.key] = e
 	heap.Push(&pm.byTs, e)
-	pm.fifo = append(pm.fifo, fifoItem{e.offset, e.key})
+	pm.link(e)
 	pm.dirty[e.key] = struct{}{}
 	return replaced
+}
+
+// link appends e at the newest end of the insertion order.
+func (pm *pendingMap) link(e *pendingEntry) {
+	e.older, e.newer = pm.newest, nil
+	if pm.newest != nil {
+		pm.newest.newer = e
+	} else {
+		pm.oldest = e
+	}
+	pm.newest = e
+}
+
+// unlink takes e out of the insertion order.
+func (pm *pendingMap) unlink(e *pendingEntry) {
+	if e.older != nil {
+		e.older.newer = e.newer
+	} else {
+		pm.oldest = e.newer
+	}
+	if e.newer != nil {
+		e.newer.older = e.older
+	} else {
+		pm.newest = e.older
+	}
+	e.older, e.newer = nil, nil
 }
 
 // take removes and returns the entry of key, or nil.
@@ -85,6 +112,7 @@ func (pm *pendingMap) take(key []byte) *pendingEntry {
 func (pm *pendingMap) remove(e *pendingEntry) {
 	delete(pm.m, e.key)
 	heap.Remove(&pm.byTs, e.hidx)
+	pm.unlink(e)
 	pm.dirty[e.key] = struct{}{}
 }
 
@@ -105,18 +133,9 @@ func (pm *pendingMap) expireTTL(watermark, ttlMs int64) int {
 // expireCount removes the oldest entries (by offset) while more than max remain.
 func (pm *pendingMap) expireCount(max int) int {
 	n := 0
-	for len(pm.m) > max && pm.head < len(pm.fifo) {
-		it := pm.fifo[pm.head]
-		pm.fifo[pm.head] = fifoItem{}
-		pm.head++
-		if e, ok := pm.m[it.key]; ok && e.offset == it.offset {
-			pm.remove(e)
-			n++
-		}
-	}
-	if pm.head > 1024 && pm.head > len(pm.fifo)/2 {
-		pm.fifo = append(pm.fifo[:0], pm.fifo[pm.head:]...)
-		pm.head = 0
+	for len(pm.m) > max && pm.oldest != nil {
+		pm.remove(pm.oldest)
+		n++
 	}
 	return n
 }
@@ -127,7 +146,7 @@ func (pm *pendingMap) load(entries []*pendingEntry) {
 	for _, e := range entries {
 		pm.m[e.key] = e
 		heap.Push(&pm.byTs, e)
-		pm.fifo = append(pm.fifo, fifoItem{e.offset, e.key})
+		pm.link(e)
 	}
 }
 

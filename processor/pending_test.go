@@ -66,3 +66,33 @@ func TestPendingEncoding(t *testing.T) {
 		t.Fatal("wrong dimension accepted")
 	}
 }
+
+// A pending map whose labels all arrive keeps nothing behind: its memory is
+// proportional to what is pending, not to how many predictions it has seen.
+func TestPendingLabelledLeavesNothing(t *testing.T) {
+	pm := newPendingMap()
+	for i := 0; i < 10000; i++ {
+		pm.put(entry(fmt.Sprint("k", i%7, "/", i), int64(i), int64(i)))
+		if i >= 3 { // labels arrive three records late
+			if pm.take([]byte(fmt.Sprint("k", (i-3)%7, "/", i-3))) == nil {
+				t.Fatalf("entry %d not pending", i-3)
+			}
+		}
+	}
+	if pm.len() != 3 || len(pm.byTs) != 3 {
+		t.Fatalf("%d entries, %d in the ttl heap; want 3", pm.len(), len(pm.byTs))
+	}
+	n := 0
+	for e := pm.oldest; e != nil; e = e.newer {
+		if e.offset != int64(9997+n) {
+			t.Fatalf("insertion order holds offset %d at position %d", e.offset, n)
+		}
+		n++
+	}
+	if n != 3 || pm.newest.offset != 9999 {
+		t.Fatalf("insertion order has %d entries, newest %d", n, pm.newest.offset)
+	}
+	if pm.expireCount(0) != 3 || pm.oldest != nil || pm.newest != nil {
+		t.Fatal("count expiry did not empty the map")
+	}
+}

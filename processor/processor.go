@@ -115,7 +115,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: CheckpointDir: %w", err)
 	}
+	p.c.store.Store(store)
 	defer func() {
+		p.c.store.Store(nil)
 		p.staged.Add(store.StagedCommits())
 		store.Close()
 	}()

@@ -3,6 +3,8 @@ package processor
 import (
 	"math"
 	"sync/atomic"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
 )
 
 // Stats is a snapshot of the processor's counters since New (process-wide,
@@ -72,6 +74,7 @@ type counters struct {
 	lossCount   atomic.Int64
 	rewardBits  atomic.Uint64
 	rewards     atomic.Int64
+	store       atomic.Pointer[checkpoint.Store] // open while Run runs (the size gauges read it)
 }
 
 // Expiry causes of pending entries.
