@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
@@ -8,9 +11,25 @@ import (
 	"github.com/kernelstream/kernelstream/processor"
 )
 
+// MemberIdentity is the stable identity of this process for the sticky
+// balancer when kafka.instance_id is empty: the POD_NAME environment
+// variable (set from the downward API by the StatefulSet in deployments/k8s),
+// else the host name (the pod name in Kubernetes too), else "". It lives
+// here, with the other environment reading, so that package processor never
+// reads the environment.
+func MemberIdentity() string {
+	if v := strings.TrimSpace(os.Getenv("POD_NAME")); v != "" {
+		return v
+	}
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return ""
+}
+
 // ProcessorConfig maps the configuration onto processor.Config, with the
 // kafka-go Dialer and Transport carrying TLS and SASL, and the sticky
-// balancer (identity kafka.instance_id, else processor.MemberIdentity())
+// balancer (identity kafka.instance_id, else MemberIdentity())
 // offered before range so that partitions stay where their state is. Call
 // Validate first.
 func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registerer) (processor.Config, error) {
@@ -20,7 +39,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 	}
 	identity := c.Kafka.InstanceID
 	if identity == "" {
-		identity = processor.MemberIdentity()
+		identity = MemberIdentity()
 	}
 	return processor.Config{
 		Brokers:              append([]string(nil), c.Kafka.Brokers...),

@@ -81,3 +81,14 @@ func TestProcessorConfigMapsEveryKey(t *testing.T) {
 		t.Errorf("first balancer = %#v, want the sticky balancer of pod-3", p.GroupBalancers[0])
 	}
 }
+
+func TestMemberIdentity(t *testing.T) {
+	t.Setenv("POD_NAME", "kernelstream-7")
+	if got := MemberIdentity(); got != "kernelstream-7" {
+		t.Fatalf("MemberIdentity() = %q with POD_NAME set", got)
+	}
+	t.Setenv("POD_NAME", "")
+	if got := MemberIdentity(); got == "" {
+		t.Fatal("MemberIdentity() empty without POD_NAME: want the host name")
+	}
+}

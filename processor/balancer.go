@@ -53,9 +53,7 @@ package processor
 
 import (
 	"encoding/json"
-	"os"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
@@ -75,20 +73,6 @@ const stickyUserDataVersion = 1
 // dropped after this many. A remembered absent identity never blocks an
 // assignment: it simply claims nothing.
 const forgetAfterRounds = 16
-
-// MemberIdentity returns the stable identity of this process: the POD_NAME
-// environment variable (set from the downward API by the StatefulSet in
-// deployments/k8s), else the host name (the pod name in Kubernetes too),
-// else "".
-func MemberIdentity() string {
-	if v := strings.TrimSpace(os.Getenv("POD_NAME")); v != "" {
-		return v
-	}
-	if h, err := os.Hostname(); err == nil {
-		return h
-	}
-	return ""
-}
 
 // Claim tiers: among claimants with room, a lower tier wins a contested
 // partition.

@@ -660,17 +660,6 @@ func TestStickyBalancerUserData(t *testing.T) {
 	}
 }
 
-func TestMemberIdentity(t *testing.T) {
-	t.Setenv("POD_NAME", "kernelstream-7")
-	if got := processor.MemberIdentity(); got != "kernelstream-7" {
-		t.Fatalf("MemberIdentity() = %q with POD_NAME set", got)
-	}
-	t.Setenv("POD_NAME", "")
-	if got := processor.MemberIdentity(); got == "" {
-		t.Fatal("MemberIdentity() empty without POD_NAME: want the host name")
-	}
-}
-
 // stickyMinus returns the elements of a not in b.
 func stickyMinus(a, b []int) []int {
 	in := map[int]bool{}
