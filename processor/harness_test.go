@@ -170,19 +170,24 @@ func (c *consumer) waitFor(timeout time.Duration, what string, pred func([]outRe
 		fs := c.cl.PollFetches(ctx)
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
-			var o outRecord
-			_ = json.Unmarshal(r.Value, &o)
-			o.value = r.Value
-			o.headers = map[string]string{}
+			headers := make(map[string]string, len(r.Headers))
 			for _, h := range r.Headers {
-				o.headers[h.Key] = string(h.Value)
+				headers[h.Key] = string(h.Value)
 			}
-			if o.Key == "" {
-				o.Key = string(r.Key)
-			}
-			c.got = append(c.got, o)
+			c.got = append(c.got, newOutRecord(r.Key, r.Value, headers))
 		})
 	}
+}
+
+// newOutRecord decodes one output or dead-letter message.
+func newOutRecord(key, value []byte, headers map[string]string) outRecord {
+	var o outRecord
+	_ = json.Unmarshal(value, &o)
+	o.value, o.headers = value, headers
+	if o.Key == "" {
+		o.Key = string(key)
+	}
+	return o
 }
 
 func atLeast(n int) func([]outRecord) bool { return func(r []outRecord) bool { return len(r) >= n } }

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -112,17 +111,11 @@ func (ts *tester) emitted(topic string) []outRecord {
 		if m.Topic != topic {
 			continue
 		}
-		var o outRecord
-		_ = json.Unmarshal(m.Value, &o)
-		o.value = m.Value
-		o.headers = map[string]string{}
+		headers := make(map[string]string, len(m.Headers))
 		for _, h := range m.Headers {
-			o.headers[h.Key] = string(h.Value)
+			headers[h.Key] = string(h.Value)
 		}
-		if o.Key == "" {
-			o.Key = string(m.Key)
-		}
-		rs = append(rs, o)
+		rs = append(rs, newOutRecord(m.Key, m.Value, headers))
 	}
 	return rs
 }

@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,17 +36,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		port       = fs.Int("port", 19092, "listening port on 127.0.0.1")
 		partitions = fs.Int("partitions", 4, "partitions of every topic created")
 		dataDir    = fs.String("data-dir", "", "keep the log in this directory across restarts; empty = in memory")
-		version    = fs.Bool("version", false, "print the build and exit")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if *version {
-		fmt.Fprintln(stdout, "broker", buildinfo.Get())
-		return 0
+	if code, done := buildinfo.ParseFlags(fs, args, stdout); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "broker: unexpected arguments %q\n", fs.Args())

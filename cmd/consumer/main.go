@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,15 +47,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dumpState  = fs.String("dump-state", "", "print every learner stored in this checkpoint directory as JSON lines and exit")
 		dumpParts  = fs.Int("dump-partitions", 1024, "with -dump-state: partitions to look at (0..N-1)")
 		dumpBlobs  = fs.Bool("dump-blobs", false, "with -dump-state: include each state blob (base64)")
-		version    = fs.Bool("version", false, "print the build and exit")
 		demo       demoFlags
 	)
 	demo.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := buildinfo.ParseFlags(fs, args, stdout); done {
+		return code
 	}
 	if demo.enabled && fs.NArg() > 0 && fs.Arg(0) == "bandit" {
 		// `-demo bandit [flags]`: the flag package stops at "bandit".
@@ -72,9 +67,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch {
-	case *version:
-		fmt.Fprintln(stdout, "consumer", buildinfo.Get())
-		return 0
 	case *dumpState != "":
 		if err := dumpStates(*dumpState, *dumpParts, *dumpBlobs, stdout); err != nil {
 			fmt.Fprintln(stderr, "consumer:", err)

@@ -6,7 +6,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,16 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		o.seed, o.seeded = v, true
 		return err
 	})
-	version := fs.Bool("version", false, "print the build and exit")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if *version {
-		fmt.Fprintln(stdout, "eval", buildinfo.Get())
-		return 0
+	if code, done := buildinfo.ParseFlags(fs, args, stdout); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "eval: unexpected arguments %q\n", fs.Args())

@@ -3,7 +3,10 @@
 package buildinfo
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -79,4 +82,23 @@ func Collector() prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// ParseFlags adds -version to fs and parses args, the common start of every
+// command. done reports that the command should exit now with code: after
+// -h (0, the usage printed by the flag package), a bad flag (2) or -version
+// (0, "name <build>" printed to stdout).
+func ParseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
+	version := fs.Bool("version", false, "print the build and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	if *version {
+		fmt.Fprintln(stdout, fs.Name(), Get())
+		return 0, true
+	}
+	return 0, false
 }
