@@ -589,6 +589,38 @@ func (b badgerLogger) Debugf(string, ...any)       {}
 // nsHeld keys the list of partitions of this member's last generation.
 const nsHeld = 'h'
 
+// ResetPartition deletes everything stored for partition part (its meta,
+// learners, pending entries and any staging), before a restore from the
+// changelog writes the partition's state anew.
+//
+// The meta goes first, so a reset cut short by a crash leaves a partition
+// without meta, which the processor treats as having no local state. Keys
+// are deleted in batches (Badger's DropPrefix would block the writes of
+// every other partition meanwhile).
+func (s *Store) ResetPartition(part int) error {
+	for _, ns := range []byte{nsMeta, nsRedo, nsStage, nsLearner, nsPending} {
+		var keys [][]byte
+		err := s.scan(partKey(ns, part, nil), false, func(item *badger.Item) error {
+			keys = append(keys, item.KeyCopy(nil))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("checkpoint: reset partition %d: %w", part, err)
+		}
+		wb := s.db.NewWriteBatch()
+		for _, k := range keys {
+			if err := wb.Delete(k); err != nil {
+				wb.Cancel()
+				return fmt.Errorf("checkpoint: reset partition %d: %w", part, err)
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return fmt.Errorf("checkpoint: reset partition %d: %w", part, err)
+		}
+	}
+	return nil
+}
+
 // SetHeld records the input partitions assigned to this member in its
 // current generation, so that after a restart (even a SIGKILL) it can claim
 // back the partitions whose state it holds (the sticky balancer's restored

@@ -22,6 +22,7 @@ type Config struct {
 	Kafka      Kafka       `yaml:"kafka"`
 	Model      models.Spec `yaml:"model" doc:"the model spec, the same object as cmd/eval's -model (algorithm, dim, loss, kernel, params, seed); required"`
 	Checkpoint Checkpoint  `yaml:"checkpoint"`
+	Changelog  Changelog   `yaml:"changelog"`
 	Labels     Labels      `yaml:"labels"`
 	Cache      Cache       `yaml:"cache"`
 	Output     Output      `yaml:"output"`
@@ -74,6 +75,23 @@ type Checkpoint struct {
 	Dir        string        `yaml:"dir" doc:"Badger directory for learner state, pending labels and offsets (a persistent volume)"`
 	Interval   time.Duration `yaml:"interval" doc:"time between checkpoints of a partition"`
 	MaxRecords int           `yaml:"max_records" doc:"records after which a partition checkpoints even before interval"`
+}
+
+// Changelog keeps the state in a compacted Kafka topic as well (docs/pipeline.md, "State in Kafka").
+type Changelog struct {
+	Enabled           bool   `yaml:"enabled" doc:"write every checkpoint to a compacted changelog topic, so that a member without the partition's local state (empty disk, moved pod) restores it from Kafka; false = state only in checkpoint.dir"`
+	Topic             string `yaml:"topic" doc:"changelog topic (one partition per input partition, compacted); empty = <kafka.group>-<kafka.input_topic>-changelog"`
+	ReplicationFactor int    `yaml:"replication_factor" doc:"replication factor of the changelog topic when the consumer creates it; 0 = the brokers' default"`
+	MinInsyncReplicas int    `yaml:"min_insync_replicas" doc:"min.insync.replicas of the changelog topic when the consumer creates it; 0 = the brokers' default"`
+	MaxMessageBytes   int    `yaml:"max_message_bytes" doc:"largest changelog record (one key's learner and pending entries); the topic is created with it as max.message.bytes"`
+}
+
+// ChangelogTopic is the changelog topic: Topic, else <group>-<input>-changelog.
+func (c *Config) ChangelogTopic() string {
+	if c.Changelog.Topic != "" {
+		return c.Changelog.Topic
+	}
+	return c.Kafka.Group + "-" + c.Kafka.InputTopic + "-changelog"
 }
 
 // Labels bounds the pending-label join.
@@ -137,11 +155,12 @@ func Default() Config {
 			Interval:   processor.DefaultCheckpointInterval,
 			MaxRecords: processor.DefaultCheckpointMaxRecords,
 		},
-		Labels:   Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending},
-		Cache:    Cache{MaxLearners: processor.DefaultMaxLearners},
-		Output:   Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression},
-		HTTP:     HTTP{Addr: ":8080"},
-		Log:      Log{Level: "info", Format: "json"},
-		Shutdown: Shutdown{Grace: processor.DefaultShutdownGrace},
+		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes},
+		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending},
+		Cache:     Cache{MaxLearners: processor.DefaultMaxLearners},
+		Output:    Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression},
+		HTTP:      HTTP{Addr: ":8080"},
+		Log:       Log{Level: "info", Format: "json"},
+		Shutdown:  Shutdown{Grace: processor.DefaultShutdownGrace},
 	}
 }

@@ -51,6 +51,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		StartOffset:          c.Kafka.StartOffset,
 		Model:                c.Model,
 		CheckpointDir:        c.Checkpoint.Dir,
+		Changelog:            c.processorChangelog(),
 		CheckpointInterval:   c.Checkpoint.Interval,
 		CheckpointMaxRecords: c.Checkpoint.MaxRecords,
 		LabelsTTL:            c.Labels.TTL,
@@ -72,4 +73,12 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		Logger:               logger,
 		Registerer:           reg,
 	}, nil
+}
+
+func (c *Config) processorChangelog() processor.ChangelogConfig {
+	if !c.Changelog.Enabled {
+		return processor.ChangelogConfig{}
+	}
+	return processor.ChangelogConfig{Topic: c.ChangelogTopic(), ReplicationFactor: c.Changelog.ReplicationFactor,
+		MinInsyncReplicas: c.Changelog.MinInsyncReplicas, MaxMessageBytes: c.Changelog.MaxMessageBytes}
 }

@@ -96,6 +96,20 @@ func (c *Config) Validate() error {
 		bad("checkpoint.dir", "must not be empty")
 	}
 	positiveDuration(bad, "checkpoint.interval", c.Checkpoint.Interval)
+	if cl := c.Changelog; cl.Enabled {
+		if cl.ReplicationFactor < 0 {
+			bad("changelog.replication_factor", "%d must be >= 0", cl.ReplicationFactor)
+		}
+		if cl.MinInsyncReplicas < 0 {
+			bad("changelog.min_insync_replicas", "%d must be >= 0", cl.MinInsyncReplicas)
+		}
+		if cl.MaxMessageBytes < 1024 {
+			bad("changelog.max_message_bytes", "%d must be >= 1024", cl.MaxMessageBytes)
+		}
+		if t := c.ChangelogTopic(); t == k.InputTopic || t == k.OutputTopic || t == k.DLQTopic || t == k.LabelsTopic {
+			bad("changelog.topic", "%q is also one of the kafka topics", t)
+		}
+	}
 	if c.Checkpoint.MaxRecords <= 0 {
 		bad("checkpoint.max_records", "%d must be > 0", c.Checkpoint.MaxRecords)
 	}

@@ -222,6 +222,23 @@ func encodeSlot(s *slot) ([]byte, error) {
 	return append(out, blob...), nil
 }
 
+// value is key's current stored value (uvarint n_updates | blob) without
+// touching the LRU: from memory when the learner is there (encoded now),
+// else held or in-flight blobs, else Badger; nil when the key has none.
+func (c *learnerCache) value(k string) ([]byte, error) {
+	if s, ok := c.live[k]; ok {
+		return encodeSlot(s)
+	}
+	if b, ok := c.evicted[k]; ok {
+		return b, nil
+	}
+	if b, ok := c.inflight[k]; ok {
+		return b, nil
+	}
+	b, _, err := c.store.Learner(c.part, []byte(k))
+	return b, err
+}
+
 // snapshot returns the learner operations of a checkpoint (the held blobs
 // of evicted learners and the dirty live ones, serialized now), marks them
 // clean, and keeps every blob of it readable in inflight until the commit

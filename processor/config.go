@@ -57,6 +57,10 @@ type Config struct {
 
 	// CheckpointDir is the Badger directory. Required.
 	CheckpointDir string
+	// Changelog keeps the state in a compacted Kafka topic too, so that a
+	// member without the partition's Badger state restores it from there.
+	// Default: off (Changelog.Topic "").
+	Changelog ChangelogConfig
 	// CheckpointInterval is the time between checkpoints of a partition.
 	// Default 5s.
 	CheckpointInterval time.Duration
@@ -163,6 +167,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Compression == "" {
 		cfg.Compression = DefaultCompression
 	}
+	if cfg.Changelog.MaxMessageBytes == 0 {
+		cfg.Changelog.MaxMessageBytes = DefaultChangelogMaxMessageBytes
+	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
@@ -221,6 +228,16 @@ func (cfg Config) Validate() error {
 	}
 	if c.CheckpointDir == "" {
 		bad("CheckpointDir", "required")
+	}
+	if cl := c.Changelog; cl.Topic != "" {
+		for _, t := range []struct{ name, v string }{{"InputTopic", c.InputTopic}, {"OutputTopic", c.OutputTopic}, {"DLQTopic", c.DLQTopic}, {"LabelsTopic", c.LabelsTopic}} {
+			if t.v == cl.Topic {
+				bad("Changelog.Topic", "must differ from %s %q", t.name, t.v)
+			}
+		}
+		if cl.ReplicationFactor < 0 || cl.MinInsyncReplicas < 0 || cl.MaxMessageBytes < 1024 {
+			bad("Changelog", "ReplicationFactor and MinInsyncReplicas must be >= 0 and MaxMessageBytes >= 1024")
+		}
 	}
 	positive := []struct {
 		name string

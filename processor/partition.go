@@ -46,6 +46,8 @@ type worker struct {
 	carry             *snapshot       // the changes of an abandoned checkpoint, written by the next one
 	lastUpdated       *slot
 	restored          bool
+	ckptSeq           uint64                  // sequence number of the last checkpoint (the changelog's markers)
+	skip              map[string]changelogSkip // keys whose restored state is ahead of the resume offsets
 	lagGauge          prometheus.Gauge
 	onDiskGauge       prometheus.Gauge
 	hard              context.Context // cancelled a bounded time after the worker's context
@@ -67,22 +69,29 @@ func newWorker(p *Processor, store *checkpoint.Store, w *kafka.Writer, part int)
 		logGate: map[string]time.Time{}}
 }
 
-// Partition meta (version 1): 1 | varint nextIn | varint nextLab | varint watermark | spec hash (8, LE).
+// Partition meta (version 2): 2 | varint nextIn | varint nextLab | varint
+// watermark | varint checkpoint sequence number | spec hash (8, LE). Version
+// 1 had no sequence number (read as 0).
 func (w *worker) encodeMeta() []byte {
-	b := []byte{1}
+	b := []byte{2}
 	b = binary.AppendVarint(b, w.nextIn)
 	b = binary.AppendVarint(b, w.nextLab)
 	b = binary.AppendVarint(b, w.watermark)
+	b = binary.AppendVarint(b, int64(w.ckptSeq))
 	return binary.LittleEndian.AppendUint64(b, w.p.specHash)
 }
 
 func (w *worker) decodeMeta(b []byte) error {
-	if len(b) < 1 || b[0] != 1 {
+	if len(b) < 1 || (b[0] != 1 && b[0] != 2) {
 		return errors.New("unknown partition meta version")
 	}
+	fields := 3
+	if b[0] == 2 {
+		fields = 4
+	}
 	b = b[1:]
-	var vals [3]int64
-	for i := range vals {
+	var vals [4]int64
+	for i := range vals[:fields] {
 		v, n := binary.Varint(b)
 		if n <= 0 {
 			return errors.New("corrupt partition meta")
@@ -95,7 +104,7 @@ func (w *worker) decodeMeta(b []byte) error {
 	if binary.LittleEndian.Uint64(b) != w.p.specHash {
 		return fmt.Errorf("CheckpointDir holds state of another model spec for partition %d (use a new directory for a new model)", w.part)
 	}
-	w.nextIn, w.nextLab, w.watermark = vals[0], vals[1], vals[2]
+	w.nextIn, w.nextLab, w.watermark, w.ckptSeq = vals[0], vals[1], vals[2], uint64(vals[3])
 	return nil
 }
 
@@ -108,6 +117,11 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 		start = kafka.LastOffset
 	}
 	w.groupIn, w.groupLab = groupIn, groupLab
+	if cfg.Changelog.Topic != "" {
+		if err := w.restoreChangelog(w.hard); err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+	}
 	meta, ok, err := w.store.Meta(w.part)
 	if err != nil {
 		return err
@@ -467,6 +481,9 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	emit := true
 	if fromLabels {
 		w.nextLab = msg.Offset + 1
+		if w.skip != nil && w.skipped(msg, true) {
+			return nil
+		}
 	} else {
 		if w.nextIn >= 0 && msg.Offset > w.nextIn {
 			w.rateLog("offset_gap", func(ev *zerolog.Event) {
@@ -484,6 +501,9 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 		w.p.c.lag.Add(lag - w.lag)
 		w.lag = lag
 		defer w.markRestored()
+		if w.skip != nil && w.skipped(msg, false) {
+			return nil // already in the key's restored state
+		}
 	}
 	if len(msg.Value) > w.cfg.MaxValueBytes {
 		return w.dead(ctx, msg, emit, fail(reasonOversized, fmt.Sprintf("value of %d bytes > MaxValueBytes %d", len(msg.Value), w.cfg.MaxValueBytes)))

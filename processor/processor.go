@@ -41,6 +41,7 @@ type Processor struct {
 	inGen    bool
 
 	staged atomic.Int64 // checkpoints that took the staged path (tests)
+	clw    *kafka.Writer // changelog writer (nil without a changelog)
 }
 
 // New validates cfg, applies the defaults and registers the metrics. It does
@@ -136,6 +137,18 @@ func (p *Processor) Run(ctx context.Context) error {
 		Compression:     compressionCodecs[cfg.Compression],
 	}
 	defer writer.Close()
+	if cfg.Changelog.Topic != "" {
+		if err := p.ensureChangelog(ctx); err != nil {
+			return fmt.Errorf("processor: %w", err)
+		}
+		p.clw = &kafka.Writer{
+			Addr: kafka.TCP(cfg.Brokers...), Balancer: partitionBalancer, RequiredAcks: kafka.RequireAll,
+			BatchTimeout: time.Millisecond, BatchSize: 1000, BatchBytes: int64(cfg.Changelog.MaxMessageBytes) + 64<<10,
+			MaxAttempts: 5, WriteBackoffMin: 50 * time.Millisecond, WriteBackoffMax: time.Second,
+			Transport: cfg.Transport, Compression: compressionCodecs[cfg.Compression],
+		}
+		defer p.clw.Close()
+	}
 
 	topics := []string{cfg.InputTopic}
 	if cfg.LabelsTopic != "" {

@@ -75,6 +75,11 @@ type counters struct {
 	rewardBits  atomic.Uint64
 	rewards     atomic.Int64
 	store       atomic.Pointer[checkpoint.Store] // open while Run runs (the size gauges read it)
+
+	changelogRecords atomic.Int64 // records written to the changelog
+	changelogBytes   atomic.Int64 // their value bytes
+	changelogRead    atomic.Int64 // records read by restores
+	restores         atomic.Int64 // partitions restored from the changelog
 }
 
 // Expiry causes of pending entries.

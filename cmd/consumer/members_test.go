@@ -189,6 +189,12 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d"} {
 		for _, r := range restoreEvents(t, filepath.Join(dir, name+".log")) {
 			switch {
+			case r.Message == changelogRestored && !r.LocalState:
+				empty++
+				t.Logf("%s: partition %d restored from the changelog onto an empty disk", name, r.Partition)
+			case r.Message == changelogRestored:
+				older++
+				t.Logf("%s: partition %d restored from the changelog over its older local checkpoint", name, r.Partition)
 			case !r.Checkpoint && r.GroupOffset > 0:
 				empty++
 				t.Logf("%s: partition %d rebuilt from an empty disk up to the group offset %d", name, r.Partition, r.GroupOffset)
@@ -281,7 +287,7 @@ func openStates(t *testing.T, dir string) partitionStates {
 			t.Fatal(err)
 		}
 		if ok {
-			if len(meta) < 2 || meta[0] != 1 {
+			if len(meta) < 2 || (meta[0] != 1 && meta[0] != 2) {
 				t.Fatalf("%s: partition %d: unknown meta layout % x (update the test with the engine)", dir, part, meta)
 			}
 			v, n := binary.Varint(meta[1:])
@@ -381,7 +387,12 @@ type restoreEvent struct {
 	NextOffset  int64  `json:"next_offset"`
 	GroupOffset int64  `json:"group_offset"`
 	Checkpoint  bool   `json:"checkpoint"`
+	LocalState  bool   `json:"local_state"` // changelog restores: over an older local checkpoint
 }
+
+// changelogRestored is the engine's log line for a partition whose state
+// came from the changelog topic.
+const changelogRestored = "partition state restored from the changelog"
 
 func restoreEvents(t *testing.T, path string) []restoreEvent {
 	t.Helper()
@@ -392,7 +403,7 @@ func restoreEvents(t *testing.T, path string) []restoreEvent {
 	var out []restoreEvent
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		var r restoreEvent
-		if json.Unmarshal(line, &r) == nil && r.Message == "partition restored" {
+		if json.Unmarshal(line, &r) == nil && (r.Message == "partition restored" || r.Message == changelogRestored) {
 			out = append(out, r)
 		}
 	}

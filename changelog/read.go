@@ -1,0 +1,137 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// State is what a changelog partition holds: the newest bundle of every key
+// that has one (deleted keys absent) and the last marker.
+type State struct {
+	Bundles map[string]*Bundle
+	Marker  *Marker // nil: no checkpoint ever completed
+	Records int     // records read
+	Bytes   int64   // their value bytes
+}
+
+// Source is where the changelog lives: the processor's dialer (TLS, SASL)
+// and bootstrap brokers.
+type Source struct {
+	Dialer  *kafka.Dialer // nil = plain TCP
+	Brokers []string
+	Topic   string
+}
+
+// conn dials the leader of partition, trying each broker in turn.
+func (s Source) conn(ctx context.Context, partition int) (*kafka.Conn, error) {
+	d := s.Dialer
+	if d == nil {
+		d = &kafka.Dialer{Timeout: 10 * time.Second}
+	}
+	var errs []error
+	for _, b := range s.Brokers {
+		c, err := d.DialLeader(ctx, "tcp", b, s.Topic, partition)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("changelog %s/%d: dial leader: %w", s.Topic, partition, errors.Join(errs...))
+}
+
+// scan calls fn for every record of partition from offset from up to the
+// high-water mark it had when scan started.
+func (s Source) scan(ctx context.Context, partition int, from func(first, last int64) int64, fn func(m kafka.Message) error) error {
+	c, err := s.conn(ctx, partition)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	first, last, err := c.ReadOffsets()
+	if err != nil {
+		return fmt.Errorf("changelog %s/%d: offsets: %w", s.Topic, partition, err)
+	}
+	off := from(first, last)
+	for off < last {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := c.Seek(off, kafka.SeekAbsolute); err != nil {
+			return fmt.Errorf("changelog %s/%d: seek %d: %w", s.Topic, partition, off, err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a closed conn fails the read below
+		b := c.ReadBatch(1, 64<<20)
+		n := 0
+		for {
+			m, err := b.ReadMessage()
+			if err != nil {
+				break
+			}
+			n++
+			off = m.Offset + 1
+			if m.Offset >= last {
+				break
+			}
+			if err := fn(m); err != nil {
+				b.Close()
+				return err
+			}
+		}
+		if err := b.Close(); err != nil && n == 0 {
+			return fmt.Errorf("changelog %s/%d: read at %d: %w", s.Topic, partition, off, err)
+		}
+	}
+	return nil
+}
+
+// Read reads partition to its end: the state a restore starts from.
+func (s Source) Read(ctx context.Context, partition int) (*State, error) {
+	st := &State{Bundles: map[string]*Bundle{}}
+	err := s.scan(ctx, partition, func(first, _ int64) int64 { return first }, func(m kafka.Message) error {
+		d, err := Decode(m.Key, m.Value)
+		if err != nil {
+			return fmt.Errorf("changelog %s/%d offset %d: %w", s.Topic, partition, m.Offset, err)
+		}
+		st.Records++
+		st.Bytes += int64(len(m.Value))
+		switch {
+		case d.Marker != nil:
+			st.Marker = d.Marker
+		case d.Bundle != nil:
+			st.Bundles[string(d.Routing)] = d.Bundle
+		default:
+			delete(st.Bundles, string(d.Routing))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// tailWindow is how far back LastSeq looks for a marker before it gives up
+// (a checkpoint writes one marker after its bundles, so the last marker is
+// normally the last record).
+const tailWindow = 4096
+
+// LastSeq returns the sequence number of the partition's last marker, found
+// among its last records; found is false when the partition is empty or
+// holds no marker there (the caller then reads it all).
+func (s Source) LastSeq(ctx context.Context, partition int) (seq uint64, found bool, err error) {
+	err = s.scan(ctx, partition, func(first, last int64) int64 { return max(first, last-tailWindow) }, func(m kafka.Message) error {
+		if len(m.Key) == 1 && m.Key[0] == kindMarker {
+			d, err := Decode(m.Key, m.Value)
+			if err != nil {
+				return fmt.Errorf("changelog %s/%d offset %d: %w", s.Topic, partition, m.Offset, err)
+			}
+			seq, found = d.Marker.Seq, true
+		}
+		return nil
+	})
+	return seq, found, err
+}

@@ -1,0 +1,269 @@
+// Package changelog keeps kernelstream's learner state in Kafka: a compacted
+// topic with one partition per input partition, written by every checkpoint
+// before Badger and the group commit, and read back by a member that gets a
+// partition without its state (an empty disk, a moved pod, a lost volume).
+//
+// # Records
+//
+// A checkpoint of a partition writes, for every routing key it changed, one
+// bundle record keyed by the routing key: the key's whole state as of that
+// checkpoint (its learner and all its pending-label entries) with the
+// checkpoint's sequence number and input and labels offsets. It then writes
+// one marker record (a fixed key) holding the partition meta of the
+// checkpoint (offsets, event-time watermark, spec hash, sequence number).
+//
+// Why bundles, and why every bundle carries its offsets: Kafka may keep any
+// prefix of a checkpoint's records (the process died while writing it), and
+// compaction may drop every record of a key but the newest, so the version
+// of a key that the last complete checkpoint (the last marker) wrote can be
+// gone while a newer one, from a checkpoint that never finished, is there.
+// A bundle is a key's complete state at its own offsets, so a restore takes
+// the newest bundle of every key, resumes the input at the marker's offsets,
+// and, for each key whose bundle is newer than the marker, skips that key's
+// records below the bundle's offsets: they are already in its state. A
+// key's learner and pending entries are in one record so that they can never
+// come from different checkpoints. docs/pipeline.md, "State in Kafka", has
+// the whole argument.
+package changelog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Record keys: a kind byte, then (bundles) the routing key.
+const (
+	kindBundle = 'K'
+	kindMarker = 'M'
+)
+
+// Value frame: magic, version, kind, payload, CRC-32C of all before it.
+const (
+	magic0, magic1 = 'k', 'c'
+	codecVersion   = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt reports a changelog record that cannot be decoded.
+var ErrCorrupt = errors.New("changelog: corrupt record")
+
+// Entry is one stored key/value pair of the local store (a pending-label
+// entry: the processor's composite key and its encoding).
+type Entry struct {
+	Key, Value []byte
+}
+
+// Bundle is one routing key's whole state as of one checkpoint.
+type Bundle struct {
+	// Seq is the sequence number of the checkpoint that wrote it.
+	Seq uint64
+	// NextIn and NextLab are that checkpoint's next input and labels
+	// offsets: every record of the key below them is in this state.
+	NextIn, NextLab int64
+	// Learner is the key's stored learner value; nil when the key has none.
+	Learner []byte
+	// Pending are the key's pending-label entries.
+	Pending []Entry
+}
+
+// Marker closes a checkpoint: Meta is the partition meta the processor
+// stores with it (it holds Seq too; Seq is repeated here for the restore).
+type Marker struct {
+	Seq  uint64
+	Meta []byte
+}
+
+// BundleKey is the record key of routing key's bundle.
+func BundleKey(routing []byte) []byte {
+	return append([]byte{kindBundle}, routing...)
+}
+
+// MarkerKey is the record key of a partition's markers.
+func MarkerKey() []byte { return []byte{kindMarker} }
+
+// EncodeBundle appends b's record value to dst.
+func EncodeBundle(dst []byte, b *Bundle) []byte {
+	dst = append(dst, magic0, magic1, codecVersion, kindBundle)
+	dst = binary.AppendUvarint(dst, b.Seq)
+	dst = binary.AppendVarint(dst, b.NextIn)
+	dst = binary.AppendVarint(dst, b.NextLab)
+	if b.Learner == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		dst = appendBytes(dst, b.Learner)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(b.Pending)))
+	for _, e := range b.Pending {
+		dst = appendBytes(dst, e.Key)
+		dst = appendBytes(dst, e.Value)
+	}
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+}
+
+// EncodeMarker appends m's record value to dst.
+func EncodeMarker(dst []byte, m *Marker) []byte {
+	dst = append(dst, magic0, magic1, codecVersion, kindMarker)
+	dst = binary.AppendUvarint(dst, m.Seq)
+	dst = appendBytes(dst, m.Meta)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// Decoded is one decoded record: exactly one of Bundle and Marker is set,
+// or neither for a tombstone (a deleted key). Routing is the bundle's
+// routing key.
+type Decoded struct {
+	Routing []byte
+	Bundle  *Bundle
+	Marker  *Marker
+}
+
+// Decode decodes a record (key, value); its slices alias neither argument.
+func Decode(key, value []byte) (Decoded, error) {
+	if len(key) == 0 {
+		return Decoded{}, fmt.Errorf("%w: empty key", ErrCorrupt)
+	}
+	switch key[0] {
+	case kindBundle:
+		d := Decoded{Routing: append([]byte(nil), key[1:]...)}
+		if value == nil {
+			return d, nil // tombstone: the key was deleted
+		}
+		r, err := frame(value, kindBundle)
+		if err != nil {
+			return Decoded{}, err
+		}
+		b := &Bundle{Seq: r.uvarint(), NextIn: r.varint(), NextLab: r.varint()}
+		switch r.byte() {
+		case 0:
+		case 1:
+			b.Learner = r.bytes()
+		default:
+			r.fail("learner flag")
+		}
+		n := r.uvarint()
+		if n > uint64(len(r.b)) { // every entry takes at least two bytes
+			r.fail("pending count")
+		}
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			b.Pending = append(b.Pending, Entry{Key: r.bytes(), Value: r.bytes()})
+		}
+		if err := r.done(); err != nil {
+			return Decoded{}, err
+		}
+		d.Bundle = b
+		return d, nil
+	case kindMarker:
+		if len(key) != 1 {
+			return Decoded{}, fmt.Errorf("%w: marker key of %d bytes", ErrCorrupt, len(key))
+		}
+		if value == nil {
+			return Decoded{}, fmt.Errorf("%w: marker tombstone", ErrCorrupt)
+		}
+		r, err := frame(value, kindMarker)
+		if err != nil {
+			return Decoded{}, err
+		}
+		m := &Marker{Seq: r.uvarint(), Meta: r.bytes()}
+		if err := r.done(); err != nil {
+			return Decoded{}, err
+		}
+		return Decoded{Marker: m}, nil
+	}
+	return Decoded{}, fmt.Errorf("%w: unknown key kind %q", ErrCorrupt, key[0])
+}
+
+// reader walks a value's payload; errors are sticky.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func frame(v []byte, kind byte) (*reader, error) {
+	if len(v) < 4+4 || v[0] != magic0 || v[1] != magic1 {
+		return nil, fmt.Errorf("%w: not a kernelstream changelog value (%d bytes)", ErrCorrupt, len(v))
+	}
+	if v[2] != codecVersion {
+		return nil, fmt.Errorf("%w: codec version %d, this build reads %d", ErrCorrupt, v[2], codecVersion)
+	}
+	if v[3] != kind {
+		return nil, fmt.Errorf("%w: value kind %q under a key of kind %q", ErrCorrupt, v[3], kind)
+	}
+	body := v[:len(v)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(v[len(v)-4:]) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return &reader{b: body[4:]}, nil
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil || len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("length beyond the value")
+		return nil
+	}
+	out := append([]byte{}, r.b[:n]...)
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
+	}
+	return r.err
+}

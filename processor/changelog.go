@@ -1,0 +1,315 @@
+package processor
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/changelog"
+	"github.com/kernelstream/kernelstream/checkpoint"
+)
+
+// ChangelogConfig puts learner state in Kafka as well as in Badger (package
+// changelog; docs/pipeline.md, "State in Kafka").
+type ChangelogConfig struct {
+	// Topic is the compacted changelog topic, one partition per input
+	// partition. Default "" = no changelog: state lives only in Badger.
+	Topic string
+	// ReplicationFactor and MinInsyncReplicas of the topic when the
+	// processor creates it. Default 0 = the brokers' defaults.
+	ReplicationFactor int
+	MinInsyncReplicas int
+	// MaxMessageBytes is the largest record a checkpoint writes (one key's
+	// learner and pending entries); the topic is created with it as its
+	// max.message.bytes. Default 8 MiB.
+	MaxMessageBytes int
+}
+
+// DefaultChangelogMaxMessageBytes is ChangelogConfig.MaxMessageBytes' default.
+const DefaultChangelogMaxMessageBytes = 8 << 20
+
+// changelogSkip is a key whose restored bundle is newer than the marker the
+// partition resumes from: its records below these offsets are in its state.
+type changelogSkip struct{ in, lab int64 }
+
+// partitionBalancer writes each changelog record to the partition its
+// Message names: changelog partition p holds input partition p's state.
+var partitionBalancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return m.Partition })
+
+func (p *Processor) changelogSource() changelog.Source {
+	return changelog.Source{Dialer: p.cfg.Dialer, Brokers: p.cfg.Brokers, Topic: p.cfg.Changelog.Topic}
+}
+
+// ensureChangelog creates or checks the changelog topic before the group is
+// joined: the input's partition count is read from the brokers.
+func (p *Processor) ensureChangelog(ctx context.Context) error {
+	cl := &kafka.Client{Addr: kafka.TCP(p.cfg.Brokers...), Transport: p.cfg.Transport, Timeout: 10 * time.Second}
+	if cl.Transport == nil {
+		cl.Transport = &kafka.Transport{}
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.cfg.InputTopic}})
+		if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil {
+			c := p.cfg.Changelog
+			return changelog.EnsureTopic(ctx, cl, c.Topic, len(md.Topics[0].Partitions), changelog.TopicConfig{
+				ReplicationFactor: c.ReplicationFactor, MinInsyncReplicas: c.MinInsyncReplicas, MaxMessageBytes: c.MaxMessageBytes})
+		}
+		if err == nil && len(md.Topics) == 1 {
+			err = md.Topics[0].Error
+		}
+		p.log.Warn().Err(err).Str("topic", p.cfg.InputTopic).Msg("changelog: cannot read the input topic's partitions yet; retrying")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, p.cfg.RetryBackoffMax)
+	}
+}
+
+// restoreChangelog makes Badger hold the partition's newest checkpointed
+// state before the worker reads it: when Badger has nothing, or an older
+// checkpoint than the changelog's last marker, the changelog partition is
+// read to its end and written into Badger; when the changelog lacks what
+// Badger has (the changelog was just enabled, or recreated), Badger's state
+// is written to it first.
+func (w *worker) restoreChangelog(ctx context.Context) error {
+	src := w.p.changelogSource()
+	local, hasLocal, err := w.localSeq()
+	if err != nil {
+		return err
+	}
+	tail, found, err := src.LastSeq(ctx, w.part)
+	if err != nil {
+		return err
+	}
+	if found && hasLocal && tail == local {
+		return nil // Badger has the changelog's last checkpoint
+	}
+	start := time.Now()
+	st, err := src.Read(ctx, w.part)
+	if err != nil {
+		return err
+	}
+	w.p.c.changelogRead.Add(int64(st.Records))
+	if st.Marker == nil || (hasLocal && st.Marker.Seq < local) {
+		if !hasLocal {
+			return nil // no checkpoint anywhere: a fresh partition
+		}
+		return w.bootstrapChangelog(ctx, local)
+	}
+	if err := w.applyChangelog(st); err != nil {
+		return err
+	}
+	w.p.c.restores.Add(1)
+	w.log.Info().Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).Bool("local_state", hasLocal).
+		Int("keys", len(st.Bundles)).Int("records", st.Records).Int64("bytes", st.Bytes).Int("ahead", len(w.skip)).
+		Dur("took", time.Since(start)).Msg("partition state restored from the changelog")
+	return nil
+}
+
+// localSeq is the sequence number of Badger's last checkpoint.
+func (w *worker) localSeq() (uint64, bool, error) {
+	meta, ok, err := w.store.Meta(w.part)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	probe := &worker{p: w.p, part: w.part}
+	if err := probe.decodeMeta(meta); err != nil {
+		return 0, false, err
+	}
+	return probe.ckptSeq, true, nil
+}
+
+// applyChangelog replaces the partition's Badger state with st and notes
+// the keys whose bundle is newer than the marker.
+func (w *worker) applyChangelog(st *changelog.State) error {
+	cp := checkpoint.Checkpoint{Meta: st.Marker.Meta}
+	w.skip = nil
+	for k, b := range st.Bundles {
+		if b.Learner != nil {
+			cp.Learners = append(cp.Learners, checkpoint.Op{Key: []byte(k), Value: b.Learner})
+		}
+		for _, e := range b.Pending {
+			cp.Pending = append(cp.Pending, checkpoint.Op{Key: e.Key, Value: e.Value})
+		}
+		if b.Seq > st.Marker.Seq {
+			if w.skip == nil {
+				w.skip = map[string]changelogSkip{}
+			}
+			w.skip[k] = changelogSkip{in: b.NextIn, lab: b.NextLab}
+		}
+	}
+	if err := w.store.ResetPartition(w.part); err != nil {
+		return err
+	}
+	if err := w.store.Commit(w.part, &cp); err != nil {
+		return fmt.Errorf("write the restored state: %w", err)
+	}
+	return nil
+}
+
+// bootstrapChangelog writes every key Badger holds for the partition, then
+// a marker, so that the changelog alone can restore it.
+func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
+	meta, _, err := w.store.Meta(w.part)
+	if err != nil {
+		return err
+	}
+	probe := &worker{p: w.p, part: w.part}
+	if err := probe.decodeMeta(meta); err != nil {
+		return err
+	}
+	bundles := map[string]*changelog.Bundle{}
+	bundle := func(k string) *changelog.Bundle {
+		b, ok := bundles[k]
+		if !ok {
+			b = &changelog.Bundle{Seq: seq, NextIn: probe.nextIn, NextLab: probe.nextLab}
+			bundles[k] = b
+		}
+		return b
+	}
+	err = w.store.EachLearner(w.part, func(k, v []byte) error {
+		bundle(string(k)).Learner = append([]byte(nil), v...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = w.store.EachPending(w.part, func(k, v []byte) error {
+		b := bundle(string(routingOf(k)))
+		b.Pending = append(b.Pending, changelog.Entry{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	msgs := w.changelogMessages(bundles, &changelog.Marker{Seq: seq, Meta: meta})
+	w.log.Info().Int("keys", len(bundles)).Uint64("seq", seq).Msg("changelog lacks this partition's state: writing it from the local store")
+	return w.writeChangelog(ctx, msgs)
+}
+
+// routingOf is the routing key of a pending entry's composite key.
+func routingOf(pendingKey []byte) []byte {
+	n, w := binary.Uvarint(pendingKey)
+	if w <= 0 || uint64(len(pendingKey)-w) < n {
+		return nil
+	}
+	return pendingKey[w : w+int(n)]
+}
+
+// snapshotChangelog builds the changelog records of a snapshot: a bundle
+// for every routing key whose learner or pending entries it changes (the
+// key's whole current state), then the marker. It runs on the worker
+// goroutine, like takeSnapshot.
+func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
+	learners := make(map[string][]byte, len(snap.cp.Learners))
+	for _, o := range snap.cp.Learners { // later operations (this snapshot's) win over carried ones
+		learners[string(o.Key)] = o.Value
+	}
+	touched := make(map[string]bool, len(learners)+len(snap.cp.Pending))
+	for k := range learners {
+		touched[k] = true
+	}
+	for _, o := range snap.cp.Pending {
+		touched[string(routingOf(o.Key))] = true
+	}
+	bundles := make(map[string]*changelog.Bundle, len(touched))
+	for k := range touched {
+		v, ok := learners[k]
+		if !ok {
+			var err error
+			if v, err = w.cache.value(k); err != nil {
+				return nil, err
+			}
+		}
+		bundles[k] = &changelog.Bundle{Seq: w.ckptSeq, NextIn: w.nextIn, NextLab: w.nextLab, Learner: v}
+	}
+	if len(bundles) > 0 {
+		for _, e := range w.pend.m {
+			if b, ok := bundles[string(routingOf([]byte(e.key)))]; ok {
+				b.Pending = append(b.Pending, changelog.Entry{Key: []byte(e.key), Value: encodePending(e)})
+			}
+		}
+	}
+	return w.changelogMessages(bundles, &changelog.Marker{Seq: w.ckptSeq, Meta: snap.cp.Meta}), nil
+}
+
+// changelogMessages encodes bundles (in key order, pending entries in key
+// order: the same state gives the same bytes) and the marker, last.
+func (w *worker) changelogMessages(bundles map[string]*changelog.Bundle, m *changelog.Marker) []kafka.Message {
+	keys := make([]string, 0, len(bundles))
+	for k := range bundles {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	msgs := make([]kafka.Message, 0, len(keys)+1)
+	for _, k := range keys {
+		b := bundles[k]
+		sort.Slice(b.Pending, func(i, j int) bool { return bytes.Compare(b.Pending[i].Key, b.Pending[j].Key) < 0 })
+		msgs = append(msgs, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part,
+			Key: changelog.BundleKey([]byte(k)), Value: changelog.EncodeBundle(nil, b)})
+	}
+	return append(msgs, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part,
+		Key: changelog.MarkerKey(), Value: changelog.EncodeMarker(nil, m)})
+}
+
+// errChangelogTooBig: a key's state exceeds the changelog's record limit.
+var errChangelogTooBig = errors.New("changelog record above changelog.max_message_bytes")
+
+// writeChangelog writes the bundles, acknowledged by all in-sync replicas,
+// and only then the marker, so that a marker is never in Kafka without the
+// bundles of its checkpoint.
+func (w *worker) writeChangelog(ctx context.Context, msgs []kafka.Message) error {
+	limit := w.cfg.Changelog.MaxMessageBytes
+	var n int64
+	for _, m := range msgs {
+		if len(m.Key)+len(m.Value) > limit {
+			return fmt.Errorf("%w: key %q of partition %d needs %d bytes, the limit is %d", errChangelogTooBig, m.Key[1:], w.part, len(m.Key)+len(m.Value), limit)
+		}
+		n += int64(len(m.Value))
+	}
+	last := len(msgs) - 1
+	if last > 0 {
+		if err := w.p.clw.WriteMessages(ctx, msgs[:last]...); err != nil {
+			return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
+		}
+	}
+	if err := w.p.clw.WriteMessages(ctx, msgs[last]); err != nil {
+		return fmt.Errorf("changelog %s/%d: marker: %w", w.cfg.Changelog.Topic, w.part, err)
+	}
+	w.p.c.changelogRecords.Add(int64(len(msgs)))
+	w.p.c.changelogBytes.Add(n)
+	return nil
+}
+
+// skipped reports whether msg belongs to a key whose restored state already
+// contains it (the key's bundle was newer than the marker resumed from).
+func (w *worker) skipped(msg *kafka.Message, fromLabels bool) bool {
+	s, ok := w.skip[string(msg.Key)]
+	if !ok {
+		return false
+	}
+	if fromLabels {
+		return msg.Offset < s.lab
+	}
+	return msg.Offset < s.in
+}
+
+// skipDone drops the skip entries the partition has read past; checkpoints
+// wait until none is left (a checkpoint's offsets must hold for every key).
+func (w *worker) skipDone() bool {
+	for k, s := range w.skip {
+		if w.nextIn >= s.in && (w.cfg.LabelsTopic == "" || w.nextLab >= s.lab) {
+			delete(w.skip, k)
+		}
+	}
+	return len(w.skip) == 0
+}
