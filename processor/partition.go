@@ -46,7 +46,7 @@ type worker struct {
 	carry             *snapshot       // the changes of an abandoned checkpoint, written by the next one
 	lastUpdated       *slot
 	restored          bool
-	ckptSeq           uint64                  // sequence number of the last checkpoint (the changelog's markers)
+	ckptSeq           uint64                   // sequence number of the last checkpoint (the changelog's markers)
 	skip              map[string]changelogSkip // keys whose restored state is ahead of the resume offsets
 	lagGauge          prometheus.Gauge
 	onDiskGauge       prometheus.Gauge

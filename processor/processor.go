@@ -40,7 +40,7 @@ type Processor struct {
 	assigned map[int]bool // partition -> restored (replay done)
 	inGen    bool
 
-	staged atomic.Int64 // checkpoints that took the staged path (tests)
+	staged atomic.Int64  // checkpoints that took the staged path (tests)
 	clw    *kafka.Writer // changelog writer (nil without a changelog)
 }
 
