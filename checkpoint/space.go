@@ -32,7 +32,7 @@ const (
 	gcDiscardRatio    = 0.5
 	// liveScanEvery: the live-bytes scan reads every key (not values), so
 	// it runs every few GC rounds rather than every one.
-	liveScanEvery = 6
+	liveScanEvery = 3
 )
 
 type space struct {

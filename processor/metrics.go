@@ -79,7 +79,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counter("changelog_restores_total", "Partitions whose state was restored from the changelog.", func() float64 { return float64(c.restores.Load()) })
 	gauge("learners_in_memory", "Learner objects held in memory.", func() float64 { return float64(c.inMemory.Load()) })
 	gauge("state_dir_bytes", "Disk space used by the checkpoint directory (sampled every 10 s).", func() float64 { return storeSize(c, (*checkpoint.Store).DiskBytes) })
-	gauge("state_live_bytes", "Bytes of live keys and values in the checkpoint store: what it holds after compaction (sampled every minute).", func() float64 { return storeSize(c, (*checkpoint.Store).LiveBytes) })
+	gauge("state_live_bytes", "Bytes of live keys and values in the checkpoint store: what it holds after compaction (sampled every 30 s).", func() float64 { return storeSize(c, (*checkpoint.Store).LiveBytes) })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "kernelstream", Name: "progressive_loss",
 		Help: "Mean loss of predictions on their labels since start.", ConstLabels: prometheus.Labels{"model": model},
