@@ -29,15 +29,17 @@ type Config struct {
 
 // Kafka is where records come from and go to.
 type Kafka struct {
-	Brokers     []string `yaml:"brokers" doc:"bootstrap brokers host:port (env: comma-separated)"`
-	Group       string   `yaml:"group" doc:"consumer group id; every member of one deployment uses the same"`
-	ClientID    string   `yaml:"client_id" doc:"client id sent to the brokers (quotas, broker logs)"`
-	InstanceID  string   `yaml:"instance_id" doc:"stable member identity (the StatefulSet pod name) for the sticky balancer; empty = $POD_NAME, else the host name"`
-	InputTopic  string   `yaml:"input_topic" doc:"topic of feature records"`
-	OutputTopic string   `yaml:"output_topic" doc:"topic the predictions are written to"`
-	DLQTopic    string   `yaml:"dlq_topic" doc:"dead-letter topic for unusable records"`
-	LabelsTopic string   `yaml:"labels_topic" doc:"optional topic of delayed labels, co-partitioned with input_topic; empty = labels come on input_topic"`
-	StartOffset string   `yaml:"start_offset" doc:"where a partition with no checkpoint and no committed offset starts: earliest or latest"`
+	Brokers        []string `yaml:"brokers" doc:"bootstrap brokers host:port (env: comma-separated)"`
+	Group          string   `yaml:"group" doc:"consumer group id; every member of one deployment uses the same"`
+	ClientID       string   `yaml:"client_id" doc:"client id sent to the brokers (quotas, broker logs)"`
+	InstanceID     string   `yaml:"instance_id" doc:"stable member identity (the StatefulSet pod name) for the sticky balancer; empty = $POD_NAME, else the host name"`
+	InputTopic     string   `yaml:"input_topic" doc:"topic of feature records"`
+	OutputTopic    string   `yaml:"output_topic" doc:"topic the predictions are written to"`
+	DLQTopic       string   `yaml:"dlq_topic" doc:"dead-letter topic for unusable records"`
+	LabelsTopic    string   `yaml:"labels_topic" doc:"optional topic of delayed labels, co-partitioned with input_topic; empty = labels come on input_topic"`
+	StartOffset    string   `yaml:"start_offset" doc:"where a partition with no checkpoint and no committed offset starts: earliest or latest"`
+	OffsetReset    string   `yaml:"offset_reset" doc:"when the offset to resume from is out of the log's range (topic recreated, retention passed it): earliest (read the log from its start), latest (skip to its end) or fail (the partition stops, not ready); always logged and counted"`
+	WrongPartition string   `yaml:"wrong_partition" doc:"records whose key belongs to another partition under murmur2 (a producer with another partitioner): count (log and count, process anyway) or dead_letter (reason wrong_partition)"`
 	// Group membership and retries.
 	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"group heartbeat interval (below session_timeout)"`
@@ -77,6 +79,7 @@ type Checkpoint struct {
 type Labels struct {
 	TTL        time.Duration `yaml:"ttl" doc:"event-time age after which a prediction still waiting for its label expires (counted)"`
 	MaxPending int           `yaml:"max_pending" doc:"pending predictions kept per partition; the oldest expire beyond it (counted)"`
+	MaxTsSkew  time.Duration `yaml:"max_ts_skew" doc:"largest distance between a record's ts and its Kafka timestamp; farther is a dead letter (reason bad_timestamp); 0 = no check"`
 }
 
 // Cache bounds the learners held in memory.
@@ -112,13 +115,15 @@ type Shutdown struct {
 func Default() Config {
 	return Config{
 		Kafka: Kafka{
-			Brokers:     []string{"localhost:9092"},
-			Group:       "kernelstream",
-			ClientID:    "kernelstream",
-			InputTopic:  "features",
-			OutputTopic: "predictions",
-			DLQTopic:    "dead-letters",
-			StartOffset: "earliest",
+			Brokers:        []string{"localhost:9092"},
+			Group:          "kernelstream",
+			ClientID:       "kernelstream",
+			InputTopic:     "features",
+			OutputTopic:    "predictions",
+			DLQTopic:       "dead-letters",
+			StartOffset:    "earliest",
+			OffsetReset:    "earliest",
+			WrongPartition: "count",
 
 			SessionTimeout:    10 * time.Second,
 			HeartbeatInterval: time.Second,
@@ -132,7 +137,7 @@ func Default() Config {
 			Interval:   5 * time.Second,
 			MaxRecords: 10000,
 		},
-		Labels:   Labels{TTL: time.Hour, MaxPending: 100000},
+		Labels:   Labels{TTL: time.Hour, MaxPending: 100000, MaxTsSkew: 6 * time.Hour},
 		Cache:    Cache{MaxLearners: 100000},
 		Output:   Output{TopK: 10, BatchTimeout: 2 * time.Millisecond},
 		HTTP:     HTTP{Addr: ":8080"},

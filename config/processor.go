@@ -1,6 +1,8 @@
 package config
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
@@ -30,6 +32,9 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		DLQTopic:             c.Kafka.DLQTopic,
 		LabelsTopic:          c.Kafka.LabelsTopic,
 		StartOffset:          c.Kafka.StartOffset,
+		OffsetReset:          c.Kafka.OffsetReset,
+		WrongPartition:       c.Kafka.WrongPartition,
+		MaxTsSkew:            maxTsSkew(c.Labels.MaxTsSkew),
 		Model:                c.Model,
 		CheckpointDir:        c.Checkpoint.Dir,
 		CheckpointInterval:   c.Checkpoint.Interval,
@@ -51,4 +56,13 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		Logger:               logger,
 		Registerer:           reg,
 	}, nil
+}
+
+// maxTsSkew maps labels.max_ts_skew (0 = no check) onto processor.Config's
+// MaxTsSkew (0 = the default, negative = no check).
+func maxTsSkew(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

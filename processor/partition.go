@@ -54,6 +54,9 @@ type worker struct {
 	kbuf    []byte
 	scores  []scored
 	logGate map[string]time.Time
+
+	quarantine map[string]error // keys whose stored learner is corrupt (quarantine.go)
+	partIDs    []int            // 0..n-1 of the input topic, for the partitioner check (guard.go)
 }
 
 type scored struct {
@@ -133,7 +136,8 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	err = w.store.EachPending(w.part, func(k, v []byte) error {
 		e, err := decodePending(string(k), v, cfg.Model.Dim)
 		if err != nil {
-			return fmt.Errorf("pending entry of partition %d: %w", w.part, err)
+			w.quarantinePending(k, fmt.Errorf("pending entry of partition %d: %w", w.part, err))
+			return nil
 		}
 		entries = append(entries, e)
 		return nil
@@ -491,6 +495,9 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	if len(msg.Key) == 0 {
 		return w.dead(ctx, msg, emit, fail(reasonNoKey, "the message key routes the record to its learner"))
 	}
+	if err := w.checkPartition(msg); err != nil {
+		return w.dead(ctx, msg, emit, err)
+	}
 	r, err := w.dec.decode(msg.Value)
 	if err != nil {
 		return w.dead(ctx, msg, emit, err)
@@ -501,6 +508,9 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	c.records[r.kind].Add(1)
 	ts := msg.Time.UnixMilli()
 	if r.hasTs {
+		if err := w.checkTs(msg, r.ts); err != nil {
+			return w.dead(ctx, msg, emit, err)
+		}
 		ts = r.ts
 	}
 	if ts > w.watermark {
@@ -521,20 +531,42 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	return nil
 }
 
+// learner returns key's learner. A *decodeError (the key is quarantined)
+// is for the record's dead letter; any other error is fatal.
 func (w *worker) learner(key []byte) (*slot, error) {
+	if cause, ok := w.quarantine[string(key)]; ok {
+		return nil, fail(reasonCorruptState, cause.Error())
+	}
 	s, err := w.cache.get(key)
 	if err != nil {
+		var ce *corruptError
+		if errors.As(err, &ce) {
+			return nil, w.quarantineLearner(key, err)
+		}
 		return nil, fmt.Errorf("%w: %w", errStoreFailed, err)
 	}
 	return s, nil
 }
 
+// deadOr dead-letters msg when err is a record's fault (a *decodeError)
+// and returns any other error.
+func (w *worker) deadOr(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return w.dead(ctx, msg, emit, err)
+	}
+	return err
+}
+
 func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return err
+		return w.deadOr(ctx, msg, emit, err)
 	}
-	p := s.l.Predict(r.x)
+	var p models.Prediction
+	if err := contain("Predict", func() { p = s.l.Predict(r.x) }); err != nil {
+		return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+	}
 	s.dirty = true
 	if emit {
 		out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, yhat: p.Value, std: p.Std, hasStd: p.Std != 0,
@@ -544,7 +576,9 @@ func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts 
 		}
 	}
 	if r.kind == kindLabeled {
-		w.update(s, r.x, p, r.y, false, false)
+		if err := w.update(s, r.x, p, r.y, false, false); err != nil {
+			return w.deadOr(ctx, msg, emit, err)
+		}
 		return nil
 	}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.x...), p: p}}}
@@ -570,13 +604,16 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return err
+		return w.deadOr(ctx, msg, emit, err)
 	}
 	s.dirty = true
 	out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, updates: s.updates, partition: w.part, offset: msg.Offset}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, decision: true}
 	if b, ok := s.l.(models.Bandit); ok {
-		d := b.Choose(r.arms)
+		var d models.Decision
+		if err := contain("Choose", func() { d = b.Choose(r.arms) }); err != nil {
+			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+		}
 		if d.Arm < 0 || d.Arm >= len(r.arms) {
 			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.arms)).Msg("bandit chose an arm out of range; record skipped")
 			return nil
@@ -587,8 +624,12 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts i
 			p: models.Prediction{Value: d.Mean, Std: d.Std, Choice: d.Arm, Prob: 1}}}
 	} else {
 		w.scores = w.scores[:0]
-		for i, x := range r.arms {
-			w.scores = append(w.scores, scored{i, s.l.Predict(x)})
+		if err := contain("Predict", func() {
+			for i, x := range r.arms {
+				w.scores = append(w.scores, scored{i, s.l.Predict(x)})
+			}
+		}); err != nil {
+			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
 		}
 		sort.SliceStable(w.scores, func(a, b int) bool { return w.scores[a].p.Value > w.scores[b].p.Value })
 		k := min(w.cfg.TopK, len(w.scores))
@@ -642,24 +683,31 @@ func (w *worker) label(ctx context.Context, msg *kafka.Message, r *record, emit 
 	c.pending.Add(-1)
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return err
+		return w.deadOr(ctx, msg, emit, err)
 	}
-	w.update(s, arm.x, arm.p, r.y, e.decision, e.bandit)
+	if err := w.update(s, arm.x, arm.p, r.y, e.decision, e.bandit); err != nil {
+		return w.deadOr(ctx, msg, emit, err)
+	}
 	return nil
 }
 
-// update applies a label (or reward) and keeps the numerical guard's promise.
-func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, decision, bandit bool) {
+// update applies a label (or reward) and keeps the numerical guard's
+// promise. It returns an error only when the learner panicked (onPanic).
+func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, decision, bandit bool) error {
 	c := &w.p.c
 	var err error
-	switch {
-	case bandit:
-		err = s.l.(models.Bandit).Observe(x, y)
-	default:
-		if !decision && w.p.loss.Classification() {
-			y = models.Label(y)
+	if perr := contain("Update", func() {
+		switch {
+		case bandit:
+			err = s.l.(models.Bandit).Observe(x, y)
+		default:
+			if !decision && w.p.loss.Classification() {
+				y = models.Label(y)
+			}
+			err = s.l.Update(x, p, y)
 		}
-		err = s.l.Update(x, p, y)
+	}); perr != nil {
+		return w.onPanic(s, perr)
 	}
 	if err != nil {
 		if errors.Is(err, models.ErrNumerical) {
@@ -668,7 +716,7 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 		w.rateLog("update", func(ev *zerolog.Event) {
 			ev.Err(err).Str("key", s.key).Msg("update rejected; learner state kept")
 		})
-		return
+		return nil
 	}
 	s.updates++
 	s.dirty = true
@@ -681,6 +729,7 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 		c.lossCount.Add(1)
 		addFloat(&c.lossBits, w.p.loss.Value(p.Value, y))
 	}
+	return nil
 }
 
 // send queues a prediction for the output topic.
