@@ -56,6 +56,7 @@ type worker struct {
 	logGate map[string]time.Time
 
 	quarantine map[string]error // keys whose stored learner is corrupt (quarantine.go)
+	failedErr  error            // the non-retriable error that stopped the partition (fail)
 	partIDs    []int            // 0..n-1 of the input topic, for the partitioner check (guard.go)
 }
 
@@ -65,9 +66,13 @@ type scored struct {
 }
 
 func newWorker(p *Processor, store *checkpoint.Store, w *kafka.Writer, part int) *worker {
-	return &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
+	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
 		store: store, w: w, dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
+	for i := 0; i < p.inParts; i++ {
+		wk.partIDs = append(wk.partIDs, i)
+	}
+	return wk
 }
 
 // Partition meta (version 1): 1 | varint nextIn | varint nextLab | varint watermark | spec hash (8, LE).
@@ -375,6 +380,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	emCtx, emCancel := context.WithCancel(context.Background())
 	defer emCancel()
 	w.em = newEmitter(w.w, w.log, w.p.m, w.cfg.RetryBackoffMax)
+	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 	go w.em.run(emCtx)
 
 	// The fetchers stop before their readers close (else a closed reader's
@@ -413,6 +419,14 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {
+		if w.failedErr != nil {
+			break
+		}
+		if err := w.em.failed(); err != nil {
+			w.fail(err)
+			fcancel() // stop fetching; the partition waits for revoke or shutdown
+			continue
+		}
 		msg, fromLabels, err := w.nextOrTick(ctx, m, tick.C)
 		if err != nil {
 			break
@@ -431,6 +445,11 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 		}
+	}
+	if w.failedErr != nil {
+		// Failed: nothing past the failed output may be checkpointed; the
+		// partition holds still until revoked or shut down.
+		<-ctx.Done()
 	}
 	// Revoked or shutting down: let the checkpoint in flight finish, then
 	// checkpoint what was processed since, within the hard deadline.
@@ -749,6 +768,9 @@ func (w *worker) enqueue(_ context.Context, m outMsg) error {
 	select {
 	case w.em.ch <- m:
 		return nil
+	case <-w.em.done: // stopped by a non-retriable error (run's loop sees it)
+		w.lost = true
+		return errEmitterStopped
 	case <-w.hard.Done():
 		w.lost = true
 		return w.hard.Err()

@@ -35,9 +35,11 @@ type Processor struct {
 	m        *metrics
 	loss     models.Loss
 	specHash uint64
+	inParts  int // the input topic's partition count (start-up checks)
 
 	mu       sync.Mutex
-	assigned map[int]bool // partition -> restored (replay done)
+	assigned map[int]bool  // partition -> restored (replay done)
+	failed   map[int]error // partitions stopped by a non-retriable error
 	inGen    bool
 
 	staged atomic.Int64 // checkpoints that took the staged path (tests)
@@ -71,7 +73,7 @@ func New(cfg Config) (*Processor, error) {
 func (p *Processor) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.inGen {
+	if !p.inGen || len(p.failed) > 0 {
 		return false
 	}
 	for _, ok := range p.assigned {
@@ -94,6 +96,28 @@ func (p *Processor) Stats() Stats {
 	p.mu.Unlock()
 	sort.Ints(s.Partitions)
 	return s
+}
+
+// Failed returns the partitions stopped by a non-retriable error in this
+// generation, with their errors.
+func (p *Processor) Failed() map[int]error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int]error, len(p.failed))
+	for k, v := range p.failed {
+		out[k] = v
+	}
+	return out
+}
+
+func (p *Processor) setFailed(part int, err error) {
+	p.mu.Lock()
+	if p.failed == nil {
+		p.failed = map[int]error{}
+	}
+	p.failed[part] = err
+	p.mu.Unlock()
+	p.c.failed.Add(1)
 }
 
 func (p *Processor) setAssigned(part int, restored bool) {
@@ -133,6 +157,13 @@ func (p *Processor) Run(ctx context.Context) error {
 		Transport:       cfg.Transport,
 	}
 	defer writer.Close()
+
+	if err := p.startupChecks(ctx, store); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 
 	topics := []string{cfg.InputTopic}
 	if cfg.LabelsTopic != "" {
@@ -229,6 +260,7 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 	parts := gen.Assignments[cfg.InputTopic]
 	p.mu.Lock()
 	p.assigned = map[int]bool{}
+	p.failed = nil
 	for _, a := range parts {
 		p.assigned[a.ID] = false
 	}
