@@ -42,7 +42,7 @@ type emitter struct {
 	// failErr is the non-retriable produce error that stopped the emitter
 	// (set before done is closed); acked counts acknowledged predictions.
 	failErr error
-	onAcked  func(n int)
+	onAcked func(n int)
 }
 
 const emitBatch = 512
