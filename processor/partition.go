@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +58,9 @@ type worker struct {
 
 	quarantine map[string]error // keys whose stored learner is corrupt (quarantine.go)
 	failedErr  error            // the non-retriable error that stopped the partition (fail)
-	partIDs    []int            // 0..n-1 of the input topic, for the partitioner check (guard.go)
+	// posIn and posLab mirror nextIn and nextLab for the probe goroutine (offsets.go).
+	posIn, posLab atomic.Int64
+	partIDs       []int // 0..n-1 of the input topic, for the partitioner check (guard.go)
 }
 
 type scored struct {
@@ -379,6 +382,12 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	}()
 	emCtx, emCancel := context.WithCancel(context.Background())
 	defer emCancel()
+	if err := w.resolveOffsets(ctx); err != nil {
+		if w.failedErr != nil { // OffsetReset fail: hold the partition, not ready
+			<-ctx.Done()
+		}
+		return nil
+	}
 	w.em = newEmitter(w.w, w.log, w.p.m, w.cfg.RetryBackoffMax)
 	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 	go w.em.run(emCtx)
@@ -399,9 +408,10 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	inCh := make(chan fetched, 256)
 	go fetch(fctx, inR, rlIn, inCh, w.cfg.LabelsTopic != "")
 	m := &merger{in: inCh}
+	var labR *kafka.Reader
 	if w.cfg.LabelsTopic != "" {
 		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
-		labR := w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
+		labR = w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
 		readers = append(readers, labR)
 		labCh := make(chan fetched, 256)
 		go fetch(fctx, labR, rlLab, labCh, true)
@@ -416,6 +426,8 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			w.ckptBusy = false
 		}
 	}()
+	probes := make(chan probe, 1)
+	go w.runProbe(fctx, probes)
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -436,6 +448,11 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 			w.sinceCkpt++
+		}
+		select {
+		case pr := <-probes:
+			w.applyProbe(pr, inR, labR)
+		default:
 		}
 		if err := w.pollCheckpoint(); err != nil {
 			return err
@@ -490,6 +507,7 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	emit := true
 	if fromLabels {
 		w.nextLab = msg.Offset + 1
+		w.posLab.Store(w.nextLab)
 	} else {
 		if w.nextIn >= 0 && msg.Offset > w.nextIn {
 			w.rateLog("offset_gap", func(ev *zerolog.Event) {
@@ -502,10 +520,8 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			c.replayed.Add(1)
 		}
 		w.nextIn = msg.Offset + 1
-		lag := max(msg.HighWaterMark-w.nextIn, 0)
-		w.lagGauge.Set(float64(lag))
-		w.p.c.lag.Add(lag - w.lag)
-		w.lag = lag
+		w.posIn.Store(w.nextIn)
+		w.setLag(msg.HighWaterMark)
 		defer w.markRestored()
 	}
 	if len(msg.Value) > w.cfg.MaxValueBytes {

@@ -35,7 +35,8 @@ type Processor struct {
 	m        *metrics
 	loss     models.Loss
 	specHash uint64
-	inParts  int // the input topic's partition count (start-up checks)
+	inParts  int           // the input topic's partition count (start-up checks)
+	admin    *kafka.Client // metadata and offsets (start-up checks, lag probe)
 
 	mu       sync.Mutex
 	assigned map[int]bool  // partition -> restored (replay done)
@@ -158,6 +159,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	defer writer.Close()
 
+	p.admin = p.client()
 	if err := p.startupChecks(ctx, store); err != nil {
 		if ctx.Err() != nil {
 			return nil

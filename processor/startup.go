@@ -65,7 +65,7 @@ func (p *Processor) checkTopics(ctx context.Context) (int, error) {
 	ep := newEpisode(p.log, "metadata")
 	backoff := 100 * time.Millisecond
 	for {
-		res, err := p.client().Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+		res, err := p.admin.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
 		if err == nil {
 			ep.ok()
 			return p.judgeTopics(roles, res)
