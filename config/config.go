@@ -79,6 +79,7 @@ type Checkpoint struct {
 type Labels struct {
 	TTL        time.Duration `yaml:"ttl" doc:"event-time age after which a prediction still waiting for its label expires (counted)"`
 	MaxPending int           `yaml:"max_pending" doc:"pending predictions kept per partition; the oldest expire beyond it (counted)"`
+	MergeWait  time.Duration `yaml:"merge_wait" doc:"with labels_topic: longest wait for records the other topic's high-water mark says exist before merging a record without them"`
 	MaxTsSkew  time.Duration `yaml:"max_ts_skew" doc:"largest distance between a record's ts and its Kafka timestamp; farther is a dead letter (reason bad_timestamp); 0 = no check"`
 }
 
@@ -137,7 +138,7 @@ func Default() Config {
 			Interval:   5 * time.Second,
 			MaxRecords: 10000,
 		},
-		Labels:   Labels{TTL: time.Hour, MaxPending: 100000, MaxTsSkew: 6 * time.Hour},
+		Labels:   Labels{TTL: time.Hour, MaxPending: 100000, MergeWait: 2 * time.Second, MaxTsSkew: 6 * time.Hour},
 		Cache:    Cache{MaxLearners: 100000},
 		Output:   Output{TopK: 10, BatchTimeout: 2 * time.Millisecond},
 		HTTP:     HTTP{Addr: ":8080"},

@@ -35,6 +35,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		OffsetReset:          c.Kafka.OffsetReset,
 		WrongPartition:       c.Kafka.WrongPartition,
 		MaxTsSkew:            maxTsSkew(c.Labels.MaxTsSkew),
+		MergeWait:            c.Labels.MergeWait,
 		Model:                c.Model,
 		CheckpointDir:        c.Checkpoint.Dir,
 		CheckpointInterval:   c.Checkpoint.Interval,

@@ -111,6 +111,7 @@ func (c *Config) Validate() error {
 	if c.Labels.MaxPending <= 0 {
 		bad("labels.max_pending", "%d must be > 0", c.Labels.MaxPending)
 	}
+	positiveDuration(bad, "labels.merge_wait", c.Labels.MergeWait)
 	if c.Labels.MaxTsSkew < 0 {
 		bad("labels.max_ts_skew", "%v must be >= 0 (0 = no check)", c.Labels.MaxTsSkew)
 	}

@@ -31,6 +31,7 @@ const (
 	DefaultOffsetReset          = "earliest"
 	DefaultWrongPartition       = "count"
 	DefaultMaxTsSkew            = 6 * time.Hour
+	DefaultMergeWait            = 2 * time.Second
 )
 
 // Config configures a Processor. Zero values take the documented defaults;
@@ -53,6 +54,10 @@ type Config struct {
 	// StartOffset is "earliest" (default) or "latest": where a partition
 	// starts when neither Badger nor the group has an offset for it.
 	StartOffset string
+	// MergeWait bounds how long the merge of InputTopic and LabelsTopic
+	// waits for records the other topic's high-water mark says exist
+	// before taking a record without them (merge.go). Default 2s.
+	MergeWait time.Duration
 	// OffsetReset is the policy when the offset a partition resumes from is
 	// out of the log's range (the topic was recreated, or retention deleted
 	// it): "earliest" (default: read from the log start, so a recreated
@@ -147,6 +152,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.WrongPartition == "" {
 		cfg.WrongPartition = DefaultWrongPartition
+	}
+	if cfg.MergeWait == 0 {
+		cfg.MergeWait = DefaultMergeWait
 	}
 	if cfg.MaxTsSkew == 0 {
 		cfg.MaxTsSkew = DefaultMaxTsSkew
@@ -247,7 +255,7 @@ func (cfg Config) Validate() error {
 		v    time.Duration
 	}{{"CheckpointInterval", c.CheckpointInterval}, {"LabelsTTL", c.LabelsTTL}, {"ShutdownGrace", c.ShutdownGrace},
 		{"BatchTimeout", c.BatchTimeout}, {"SessionTimeout", c.SessionTimeout}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"RebalanceTimeout", c.RebalanceTimeout}, {"RetryBackoffMax", c.RetryBackoffMax}}
+		{"RebalanceTimeout", c.RebalanceTimeout}, {"RetryBackoffMax", c.RetryBackoffMax}, {"MergeWait", c.MergeWait}}
 	for _, p := range positive {
 		if p.v < 0 {
 			bad(p.name, "%v must be > 0", p.v)

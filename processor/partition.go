@@ -188,163 +188,6 @@ func (w *worker) newReader(topic string, offset int64, rl *readerLog) *kafka.Rea
 	return r
 }
 
-// fetched is what a fetcher hands the worker: a message, or (status) the
-// reader's initial position relative to the high-water mark.
-type fetched struct {
-	msg      kafka.Message
-	status   bool
-	caughtUp bool
-}
-
-// fetch pumps a reader into ch until ctx ends. With status, it first
-// reports whether the reader starts caught up (ReadLag == 0), which the
-// merge of input and labels needs before the first message.
-func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- fetched, status bool) {
-	send := func(f fetched) bool {
-		select {
-		case ch <- f:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	for delay := 100 * time.Millisecond; status; delay = min(2*delay, 5*time.Second) {
-		lag, err := r.ReadLag(ctx)
-		if err == nil {
-			if !send(fetched{status: true, caughtUp: lag <= 0}) {
-				return
-			}
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		rl.Printf("read lag: %v", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-	}
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			rl.Printf("fetch: %v", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		rl.ok()
-		if !send(fetched{msg: m}) {
-			return
-		}
-	}
-}
-
-// merger yields input and labels records in a deterministic order when
-// both are available: by Kafka timestamp, input first on ties. When one side
-// has nothing buffered, the worker waits for it unless that side is caught
-// up (its last record was at the high-water mark, or it started with no lag),
-// so an idle labels topic never stalls predictions. The order depends on
-// timing only when a side is caught up and then receives records older than
-// the other side's head (late labels); docs/pipeline.md says so.
-type merger struct {
-	in, lab         <-chan fetched
-	headIn, headLab *kafka.Message
-	inCaught        bool
-	labCaught       bool
-}
-
-// receive records f as the head of its side (or its status).
-func (m *merger) receive(f fetched, lab bool) {
-	head, caught := &m.headIn, &m.inCaught
-	if lab {
-		head, caught = &m.headLab, &m.labCaught
-	}
-	if f.status {
-		*caught = f.caughtUp
-		return
-	}
-	msg := f.msg
-	*head = &msg
-	*caught = msg.Offset+1 >= msg.HighWaterMark
-}
-
-// next returns the next record and whether it comes from the labels topic;
-// ok is false when tick fired first.
-func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Message, lab, ok bool, err error) {
-	if m.lab == nil {
-		select {
-		case f := <-m.in:
-			return f.msg, false, true, nil
-		case <-ctx.Done():
-			return kafka.Message{}, false, false, ctx.Err()
-		case <-tick:
-			return kafka.Message{}, false, false, nil
-		}
-	}
-	for {
-		if m.headIn == nil {
-			select {
-			case f := <-m.in:
-				m.receive(f, false)
-			default:
-			}
-		}
-		if m.headLab == nil {
-			select {
-			case f := <-m.lab:
-				m.receive(f, true)
-			default:
-			}
-		}
-		switch {
-		case m.headIn != nil && m.headLab != nil:
-			if m.headLab.Time.Before(m.headIn.Time) {
-				return m.take(true)
-			}
-			return m.take(false)
-		case m.headIn != nil && m.labCaught:
-			return m.take(false)
-		case m.headLab != nil && m.inCaught:
-			return m.take(true)
-		}
-		in, lab := m.in, m.lab
-		if m.headIn != nil {
-			in = nil // wait for the other side only
-		}
-		if m.headLab != nil {
-			lab = nil
-		}
-		select {
-		case <-ctx.Done():
-			return kafka.Message{}, false, false, ctx.Err()
-		case <-tick:
-			return kafka.Message{}, false, false, nil
-		case f := <-in:
-			m.receive(f, false)
-		case f := <-lab:
-			m.receive(f, true)
-		}
-	}
-}
-
-func (m *merger) take(lab bool) (kafka.Message, bool, bool, error) {
-	head := &m.headIn
-	if lab {
-		head = &m.headLab
-	}
-	msg := **head
-	*head = nil
-	return msg, lab, true, nil
-}
-
 // run restores the partition, processes records until ctx ends, then
 // checkpoints and commits. It returns an error only when the store fails.
 func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupLab int64) error {
@@ -405,17 +248,18 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	rlIn := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.InputTopic)}
 	inR := w.newReader(w.cfg.InputTopic, w.nextIn, rlIn)
 	readers = append(readers, inR)
-	inCh := make(chan fetched, 256)
-	go fetch(fctx, inR, rlIn, inCh, w.cfg.LabelsTopic != "")
-	m := &merger{in: inCh}
+	inCh := make(chan kafka.Message, 256)
+	go fetch(fctx, inR, rlIn, inCh)
+	m := &merger{in: side{ch: inCh, next: w.nextIn}}
 	var labR *kafka.Reader
 	if w.cfg.LabelsTopic != "" {
 		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
 		labR = w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
 		readers = append(readers, labR)
-		labCh := make(chan fetched, 256)
-		go fetch(fctx, labR, rlLab, labCh, true)
-		m.lab = labCh
+		labCh := make(chan kafka.Message, 256)
+		go fetch(fctx, labR, rlLab, labCh)
+		m.lab = &side{ch: labCh, next: w.nextLab, lab: true}
+		m.hwm, m.wait = w.hwm, w.cfg.MergeWait
 	}
 	w.markRestored()
 	w.lastCkpt = time.Now()
