@@ -194,3 +194,45 @@ func TestProduceDenied(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestDLQDeleted: the DLQ topic is deleted while the processor runs; the
+// partition that needs a dead letter stops after a few attempts with an
+// error naming the topic, the others go on.
+func TestDLQDeleted(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	r := start(t, testConfig(t, addr, t.TempDir(), lmsSpec, nil))
+	defer r.stop(t)
+	waitUntil(t, 20*time.Second, "ready", r.p.Ready)
+	deleteTopic(t, addr, tDLQ)
+	bad := ""
+	for i := 0; bad == ""; i++ {
+		if k := fmt.Sprintf("k%d", i); murmur2.Balance(kafka.Message{Key: []byte(k)}, 0, 1, 2) == 1 {
+			bad = k
+		}
+	}
+	recs := []testRecord{{key: bad, value: "not json"}}
+	for i := 0; i < 30; i++ {
+		recs = append(recs, testRecord{key: fmt.Sprintf("user-%d", i), value: fmt.Sprintf(`{"id":"%d","x":[1,2,3]}`, i)})
+	}
+	produce(t, addr, recs)
+	waitUntil(t, 30*time.Second, "partition 1 failed", func() bool { return r.p.Failed()[1] != nil })
+	if msg := r.p.Failed()[1].Error(); !strings.Contains(msg, `"dlq"`) {
+		t.Errorf("failure %q does not name the topic", msg)
+	}
+	if r.p.Ready() {
+		t.Error("ready with a failed partition")
+	}
+	// Partitions 0 and 2 keep predicting.
+	waitUntil(t, 20*time.Second, "the other partitions' predictions", func() bool {
+		n := 0
+		for i := 0; i < 30; i++ {
+			if murmur2.Balance(kafka.Message{Key: []byte(fmt.Sprintf("user-%d", i))}, 0, 1, 2) != 1 {
+				n++
+			}
+		}
+		return r.p.Stats().PredictionsAcked >= int64(n)
+	})
+}

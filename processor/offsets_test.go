@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// recreateInput deletes the input topic and creates it again, empty.
-func recreateInput(t *testing.T, addr string) {
+// deleteTopic deletes a topic.
+func deleteTopic(t *testing.T, addr, topic string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -22,12 +22,25 @@ func recreateInput(t *testing.T, addr string) {
 	defer cancel()
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	dt := kmsg.NewDeleteTopicsRequestTopic()
-	dt.Topic = kmsg.StringPtr(tIn)
+	dt.Topic = kmsg.StringPtr(topic)
 	del.Topics = append(del.Topics, dt)
-	del.TopicNames = []string{tIn}
+	del.TopicNames = []string{topic}
 	if _, err := del.RequestWith(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// recreateInput deletes the input topic and creates it again, empty.
+func recreateInput(t *testing.T, addr string) {
+	t.Helper()
+	deleteTopic(t, addr, tIn)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	cr := kmsg.NewPtrCreateTopicsRequest()
 	ct := kmsg.NewCreateTopicsRequestTopic()
 	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = tIn, nParts, 1

@@ -160,6 +160,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer writer.Close()
 
 	p.admin = p.client()
+	if t, ok := p.admin.Transport.(*kafka.Transport); ok && p.cfg.Transport == nil {
+		defer t.CloseIdleConnections()
+	}
 	if err := p.startupChecks(ctx, store); err != nil {
 		if ctx.Err() != nil {
 			return nil

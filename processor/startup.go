@@ -28,9 +28,17 @@ var ErrClusterMismatch = errors.New("processor: the cluster does not match the c
 // spec. cmd/consumer exits with status 4.
 var ErrSpecMismatch = errors.New("processor: checkpoint directory holds state of another model spec")
 
-// client is a kafka-go admin client with the writers' transport (TLS, SASL).
+// client is a kafka-go admin client with the writers' transport (TLS,
+// SASL). Without one it gets its own Transport rather than kafka-go's
+// DefaultTransport: a transport caches a failed dial for its address, and
+// the process's other clients must not inherit that from the start-up
+// checks run before the brokers were up.
 func (p *Processor) client() *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(p.cfg.Brokers...), Transport: p.cfg.Transport, Timeout: 10 * time.Second}
+	t := p.cfg.Transport
+	if t == nil {
+		t = &kafka.Transport{}
+	}
+	return &kafka.Client{Addr: kafka.TCP(p.cfg.Brokers...), Transport: t, Timeout: 10 * time.Second}
 }
 
 // topicRole names a configured topic by its Config field.
