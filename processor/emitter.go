@@ -40,7 +40,8 @@ type emitter struct {
 	done   chan struct{}
 
 	// failErr is the non-retriable produce error that stopped the emitter
-	// (set before done is closed); acked counts acknowledged predictions.
+	// (set before done is closed). onAcked, if set, is told how many
+	// predictions each acknowledged batch held.
 	failErr error
 	onAcked func(n int)
 }

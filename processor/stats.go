@@ -46,7 +46,8 @@ type Stats struct {
 	RewardSum float64
 	Rewards   int64
 	// Lag is the sum over the assigned partitions of high-water mark minus
-	// next offset, as of each partition's last fetched record (0 when caught up).
+	// next offset (0 when caught up), refreshed by each processed record and
+	// by a probe of the high-water marks every second (offsets.go).
 	Lag int64
 	// WrongPartition counts records whose key belongs to another partition
 	// under murmur2 (processed or dead-lettered per WrongPartition).
