@@ -295,7 +295,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 		select {
 		case pr := <-probes:
-			w.applyProbe(pr, inR, labR)
+			w.applyProbe(pr, inR, labR, m)
 		default:
 		}
 		if err := w.pollCheckpoint(); err != nil {
