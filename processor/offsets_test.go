@@ -137,3 +137,39 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestInputRecreatedWhileRunning: the input topic is recreated under a
+// running processor; the probe sees the log end below the readers'
+// positions and applies offset_reset earliest: the new records get their
+// predictions.
+func TestInputRecreatedWhileRunning(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	recs := stream(6, 20, 3, 9)
+	want := len(replay(t, lmsSpec, recs, DefaultTopK).yhat)
+	produce(t, addr, recs)
+	r := start(t, testConfig(t, addr, t.TempDir(), lmsSpec, nil))
+	defer r.stop(t)
+	out := newConsumer(t, addr, tOut)
+	out.waitFor(30*time.Second, "the first predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= want })
+	recreateInput(t, addr)
+	var fresh []testRecord
+	for i := 0; i < 6; i++ {
+		fresh = append(fresh, testRecord{key: fmt.Sprintf("user-%d", i), value: fmt.Sprintf(`{"id":"new-%d","x":[1,2,3]}`, i)})
+	}
+	produce(t, addr, fresh)
+	out.waitFor(30*time.Second, "the recreated topic's predictions", func(rs []outRecord) bool {
+		n := 0
+		for id := range distinctIDs(rs) {
+			if containsNew(id) {
+				n++
+			}
+		}
+		return n >= len(fresh)
+	})
+	if n := r.p.Stats().OffsetResets["earliest"]; n == 0 {
+		t.Error("offset_resets_total{policy=earliest} = 0")
+	}
+}
