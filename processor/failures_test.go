@@ -225,6 +225,13 @@ func TestDLQDeleted(t *testing.T) {
 	if r.p.Ready() {
 		t.Error("ready with a failed partition")
 	}
+	// The stalled partition's lag follows the records that keep coming.
+	var more []testRecord
+	for i := 0; i < 10; i++ {
+		more = append(more, testRecord{key: bad, value: fmt.Sprintf(`{"id":"m%d","x":[1,2,3]}`, i)})
+	}
+	produce(t, addr, more)
+	waitUntil(t, 10*time.Second, "the failed partition's lag to grow", func() bool { return r.p.Stats().Lag >= 10 })
 	// Partitions 0 and 2 keep predicting.
 	waitUntil(t, 20*time.Second, "the other partitions' predictions", func() bool {
 		n := 0

@@ -233,3 +233,18 @@ func (w *worker) setLag(hwm int64) {
 	w.p.c.lag.Add(lag - w.lag)
 	w.lag = lag
 }
+
+// holdFailed waits for the end of a failed partition's assignment while
+// publishing its lag, which grows as records arrive unread.
+func (w *worker) holdFailed(ctx context.Context, probes <-chan probe) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pr := <-probes:
+			if in, ok := pr.ranges[w.cfg.InputTopic]; ok {
+				w.setLag(in.last)
+			}
+		}
+	}
+}

@@ -271,7 +271,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 	}()
 	probes := make(chan probe, 1)
-	go w.runProbe(fctx, probes)
+	pctx, pcancel := context.WithCancel(ctx) // outlives the fetchers of a failed partition
+	defer pcancel()
+	go w.runProbe(pctx, probes)
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -309,8 +311,8 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	}
 	if w.failedErr != nil {
 		// Failed: nothing past the failed output may be checkpointed; the
-		// partition holds still until revoked or shut down.
-		<-ctx.Done()
+		// partition holds still until revoked or shut down, its lag shown.
+		w.holdFailed(ctx, probes)
 	}
 	// Revoked or shutting down: let the checkpoint in flight finish, then
 	// checkpoint what was processed since, within the hard deadline.
