@@ -67,7 +67,9 @@ type side struct {
 	hwm      int64
 	hwmClock uint64
 	asking   bool
-	assumed  int64 // a mark given up on after MergeWait: treated as reached
+	assumed  int64     // a mark given up on after MergeWait: treated as reached
+	expired  uint64    // records of the other side that arrived up to this clock waited MergeWait: settled
+	retryAt  time.Time // after a failed request, the earliest next one
 }
 
 type arrived struct {
@@ -190,8 +192,9 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Mes
 		case <-expire:
 			// Bounded wait over: the other side's mark counts as reached.
 			for _, s := range []*side{a, b} {
-				if s.len() == 0 && s.hwm > s.next {
+				if s.len() == 0 {
 					s.assumed = max(s.assumed, s.hwm)
+					s.expired = m.clock
 				}
 			}
 			m.deadline = time.Time{}
@@ -210,11 +213,11 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Mes
 // after c shows s read up to its high-water mark. Otherwise it asks (once
 // at a time) and starts the bounded wait.
 func (m *merger) settled(ctx context.Context, s *side, c uint64) bool {
-	if s.hwmClock >= c && (s.next >= s.hwm || s.assumed >= s.hwm) {
+	if (s.hwmClock >= c && (s.next >= s.hwm || s.assumed >= s.hwm)) || s.expired >= c {
 		m.deadline = time.Time{}
 		return true
 	}
-	if !s.asking && s.hwmClock < c { // no answer covers c yet
+	if !s.asking && s.hwmClock < c && !time.Now().Before(s.retryAt) { // no answer covers c yet
 		m.ask(ctx, s)
 	}
 	if m.deadline.IsZero() {
@@ -246,7 +249,10 @@ func (m *merger) answer(a hwmAnswer) {
 	}
 	s.asking = false
 	if a.err != nil {
-		return // asked again on the next round; the bounded wait still runs
+		// Asked again after a pause (the next tick or record); the
+		// bounded wait still runs.
+		s.retryAt = time.Now().Add(100 * time.Millisecond)
+		return
 	}
 	s.hwm, s.hwmClock = a.hwm, a.clock
 }

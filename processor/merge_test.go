@@ -126,3 +126,39 @@ func feedMsg(t *testing.T, h *handleWorker, m *kafka.Message, lab bool) {
 		<-h.out
 	}
 }
+
+// TestMergeBoundedWait: when the other topic's high-water mark cannot be
+// had (or its records below the mark never come), a record is merged after
+// MergeWait, not never.
+func TestMergeBoundedWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		hwm  func(context.Context, bool) (int64, error)
+	}{
+		{"brokers do not answer", func(context.Context, bool) (int64, error) { return 0, context.DeadlineExceeded }},
+		{"records below the mark never come", func(context.Context, bool) (int64, error) { return 5, nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in, lab := make(chan kafka.Message, 1), make(chan kafka.Message)
+			m := &merger{in: side{ch: in}, lab: &side{ch: lab, lab: true}, wait: 100 * time.Millisecond, hwm: tc.hwm}
+			in <- kafka.Message{Topic: "in", Offset: 0, Time: time.Now()}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			for {
+				msg, _, ok, err := m.next(ctx, time.After(time.Second))
+				if err != nil {
+					t.Fatalf("no record within 5 s: %v", err)
+				}
+				if ok {
+					if msg.Topic != "in" || time.Since(start) < 100*time.Millisecond {
+						t.Fatalf("got %s after %v", msg.Topic, time.Since(start))
+					}
+					return
+				}
+			}
+		})
+	}
+}
