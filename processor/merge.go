@@ -43,9 +43,8 @@ func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- kafka.
 // read up to that mark (B's records appended before H was read are then
 // all merged before or after H by timestamp, whatever the fetch timing).
 // If B's records below the mark do not come within MergeWait (the tail of
-// B is transaction markers, or B's fetch is failing), H is taken and the
-// mark is considered reached (logged at debug, counted nowhere: it changes
-// no order that a replay would decide differently unless B is unreadable).
+// B is transaction markers, or B's fetch is failing), or no mark can be
+// had, H is taken and the mark is considered reached.
 //
 // One answer covers every record of A received before the request: the
 // merger keeps up to mergeQueue records of each side in memory, so that a
