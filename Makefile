@@ -50,6 +50,7 @@ fuzz:
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzLearnerState$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzStateReader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./processor -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./processor -run '^$$' -fuzz '^FuzzMetaSpecHash$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/dataset -run '^$$' -fuzz '^FuzzReadLIBSVM$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/dataset -run '^$$' -fuzz '^FuzzReadCSV$$' -fuzztime $(FUZZTIME)

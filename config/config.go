@@ -33,15 +33,17 @@ type Config struct {
 
 // Kafka is where records come from and go to.
 type Kafka struct {
-	Brokers     []string `yaml:"brokers" doc:"bootstrap brokers host:port (env: comma-separated)"`
-	Group       string   `yaml:"group" doc:"consumer group id; every member of one deployment uses the same"`
-	ClientID    string   `yaml:"client_id" doc:"client id sent to the brokers (quotas, broker logs)"`
-	InstanceID  string   `yaml:"instance_id" doc:"stable member identity (the StatefulSet pod name) for the sticky balancer; empty = $POD_NAME, else the host name"`
-	InputTopic  string   `yaml:"input_topic" doc:"topic of feature records"`
-	OutputTopic string   `yaml:"output_topic" doc:"topic the predictions are written to"`
-	DLQTopic    string   `yaml:"dlq_topic" doc:"dead-letter topic for unusable records"`
-	LabelsTopic string   `yaml:"labels_topic" doc:"optional topic of delayed labels, co-partitioned with input_topic; empty = labels come on input_topic"`
-	StartOffset string   `yaml:"start_offset" doc:"where a partition with no checkpoint and no committed offset starts: earliest or latest"`
+	Brokers        []string `yaml:"brokers" doc:"bootstrap brokers host:port (env: comma-separated)"`
+	Group          string   `yaml:"group" doc:"consumer group id; every member of one deployment uses the same"`
+	ClientID       string   `yaml:"client_id" doc:"client id sent to the brokers (quotas, broker logs)"`
+	InstanceID     string   `yaml:"instance_id" doc:"stable member identity (the StatefulSet pod name) for the sticky balancer; empty = $POD_NAME, else the host name"`
+	InputTopic     string   `yaml:"input_topic" doc:"topic of feature records"`
+	OutputTopic    string   `yaml:"output_topic" doc:"topic the predictions are written to"`
+	DLQTopic       string   `yaml:"dlq_topic" doc:"dead-letter topic for unusable records"`
+	LabelsTopic    string   `yaml:"labels_topic" doc:"optional topic of delayed labels, co-partitioned with input_topic; empty = labels come on input_topic"`
+	StartOffset    string   `yaml:"start_offset" doc:"where a partition with no checkpoint and no committed offset starts: earliest or latest"`
+	OffsetReset    string   `yaml:"offset_reset" doc:"when the offset to resume from is out of the log's range (topic recreated, retention passed it): earliest (read the log from its start), latest (skip to its end) or fail (the partition stops, not ready); always logged and counted"`
+	WrongPartition string   `yaml:"wrong_partition" doc:"records whose key belongs to another partition under murmur2 (a producer with another partitioner): count (log and count, process anyway) or dead_letter (reason wrong_partition)"`
 	// Group membership and retries.
 	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"group heartbeat interval (below session_timeout)"`
@@ -98,6 +100,8 @@ func (c *Config) ChangelogTopic() string {
 type Labels struct {
 	TTL        time.Duration `yaml:"ttl" doc:"event-time age after which a prediction still waiting for its label expires (counted)"`
 	MaxPending int           `yaml:"max_pending" doc:"pending predictions kept per partition; the oldest expire beyond it (counted)"`
+	MergeWait  time.Duration `yaml:"merge_wait" doc:"with labels_topic: longest wait for records the other topic's high-water mark says exist before merging a record without them"`
+	MaxTsSkew  time.Duration `yaml:"max_ts_skew" doc:"largest distance between a record's ts and its Kafka timestamp; farther is a dead letter (reason bad_timestamp); 0 = no check"`
 }
 
 // Cache bounds the learners held in memory.
@@ -135,13 +139,15 @@ type Shutdown struct {
 func Default() Config {
 	return Config{
 		Kafka: Kafka{
-			Brokers:     []string{"localhost:9092"},
-			Group:       "kernelstream",
-			ClientID:    "kernelstream",
-			InputTopic:  "features",
-			OutputTopic: "predictions",
-			DLQTopic:    "dead-letters",
-			StartOffset: processor.DefaultStartOffset,
+			Brokers:        []string{"localhost:9092"},
+			Group:          "kernelstream",
+			ClientID:       "kernelstream",
+			InputTopic:     "features",
+			OutputTopic:    "predictions",
+			DLQTopic:       "dead-letters",
+			StartOffset:    processor.DefaultStartOffset,
+			OffsetReset:    processor.DefaultOffsetReset,
+			WrongPartition: processor.DefaultWrongPartition,
 
 			SessionTimeout:    processor.DefaultSessionTimeout,
 			HeartbeatInterval: processor.DefaultHeartbeatInterval,
@@ -156,7 +162,7 @@ func Default() Config {
 			MaxRecords: processor.DefaultCheckpointMaxRecords,
 		},
 		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes},
-		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending},
+		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending, MergeWait: processor.DefaultMergeWait, MaxTsSkew: processor.DefaultMaxTsSkew},
 		Cache:     Cache{MaxLearners: processor.DefaultMaxLearners},
 		Output:    Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression},
 		HTTP:      HTTP{Addr: ":8080"},

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -49,6 +50,10 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		DLQTopic:             c.Kafka.DLQTopic,
 		LabelsTopic:          c.Kafka.LabelsTopic,
 		StartOffset:          c.Kafka.StartOffset,
+		OffsetReset:          c.Kafka.OffsetReset,
+		WrongPartition:       c.Kafka.WrongPartition,
+		MaxTsSkew:            maxTsSkew(c.Labels.MaxTsSkew),
+		MergeWait:            c.Labels.MergeWait,
 		Model:                c.Model,
 		CheckpointDir:        c.Checkpoint.Dir,
 		Changelog:            c.processorChangelog(),
@@ -81,4 +86,13 @@ func (c *Config) processorChangelog() processor.ChangelogConfig {
 	}
 	return processor.ChangelogConfig{Topic: c.ChangelogTopic(), ReplicationFactor: c.Changelog.ReplicationFactor,
 		MinInsyncReplicas: c.Changelog.MinInsyncReplicas, MaxMessageBytes: c.Changelog.MaxMessageBytes}
+}
+
+// maxTsSkew maps labels.max_ts_skew (0 = no check) onto processor.Config's
+// MaxTsSkew (0 = the default, negative = no check).
+func maxTsSkew(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -54,6 +54,14 @@ func (c *Config) Validate() error {
 	if k.StartOffset != "earliest" && k.StartOffset != "latest" {
 		bad("kafka.start_offset", "%q: want earliest or latest", k.StartOffset)
 	}
+	switch k.OffsetReset {
+	case "earliest", "latest", "fail":
+	default:
+		bad("kafka.offset_reset", "%q: want earliest, latest or fail", k.OffsetReset)
+	}
+	if k.WrongPartition != "count" && k.WrongPartition != "dead_letter" {
+		bad("kafka.wrong_partition", "%q: want count or dead_letter", k.WrongPartition)
+	}
 	positiveDuration(bad, "kafka.session_timeout", k.SessionTimeout)
 	positiveDuration(bad, "kafka.heartbeat_interval", k.HeartbeatInterval)
 	positiveDuration(bad, "kafka.rebalance_timeout", k.RebalanceTimeout)
@@ -116,6 +124,10 @@ func (c *Config) Validate() error {
 	positiveDuration(bad, "labels.ttl", c.Labels.TTL)
 	if c.Labels.MaxPending <= 0 {
 		bad("labels.max_pending", "%d must be > 0", c.Labels.MaxPending)
+	}
+	positiveDuration(bad, "labels.merge_wait", c.Labels.MergeWait)
+	if c.Labels.MaxTsSkew < 0 {
+		bad("labels.max_ts_skew", "%v must be >= 0 (0 = no check)", c.Labels.MaxTsSkew)
 	}
 	if c.Cache.MaxLearners <= 0 {
 		bad("cache.max_learners", "%d must be > 0", c.Cache.MaxLearners)

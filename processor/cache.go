@@ -2,6 +2,7 @@ package processor
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync/atomic"
@@ -181,10 +182,10 @@ func (c *learnerCache) decode(s *slot, blob []byte) error {
 	c.loads++
 	n, w := binary.Uvarint(blob)
 	if w <= 0 {
-		return fmt.Errorf("learner of key %q in partition %d: corrupt n_updates", s.key, c.part)
+		return &corruptError{key: s.key, part: c.part, err: errors.New("corrupt n_updates")}
 	}
-	if err := s.l.UnmarshalBinary(blob[w:]); err != nil {
-		return fmt.Errorf("learner of key %q in partition %d: %w", s.key, c.part, err)
+	if err := unmarshalSafely(s.l, blob[w:]); err != nil {
+		return &corruptError{key: s.key, part: c.part, err: err}
 	}
 	s.updates = n
 	return nil
@@ -210,6 +211,17 @@ func (c *learnerCache) evict() error {
 		c.global.Add(-1)
 	}
 	return nil
+}
+
+// drop forgets the live learner s without writing it: the next get reads
+// back its last encoded version (held blob or Badger), or starts afresh.
+func (c *learnerCache) drop(s *slot) {
+	if c.live[s.key] != s {
+		return
+	}
+	c.lru.remove(s)
+	delete(c.live, s.key)
+	c.global.Add(-1)
 }
 
 // encodeSlot is the stored value: uvarint n_updates | learner blob.

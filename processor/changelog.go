@@ -53,13 +53,16 @@ func (p *Processor) ensureChangelog(ctx context.Context) error {
 	if cl.Transport == nil {
 		cl.Transport = &kafka.Transport{}
 	}
+	c := p.cfg.Changelog
+	tc := changelog.TopicConfig{ReplicationFactor: c.ReplicationFactor, MinInsyncReplicas: c.MinInsyncReplicas, MaxMessageBytes: c.MaxMessageBytes}
+	if p.inParts > 0 { // known from the start-up checks
+		return changelog.EnsureTopic(ctx, cl, c.Topic, p.inParts, tc)
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.cfg.InputTopic}})
 		if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil {
-			c := p.cfg.Changelog
-			return changelog.EnsureTopic(ctx, cl, c.Topic, len(md.Topics[0].Partitions), changelog.TopicConfig{
-				ReplicationFactor: c.ReplicationFactor, MinInsyncReplicas: c.MinInsyncReplicas, MaxMessageBytes: c.MaxMessageBytes})
+			return changelog.EnsureTopic(ctx, cl, c.Topic, len(md.Topics[0].Partitions), tc)
 		}
 		if err == nil && len(md.Topics) == 1 {
 			err = md.Topics[0].Error

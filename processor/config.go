@@ -29,6 +29,10 @@ const (
 	DefaultHeartbeatInterval    = time.Second
 	DefaultRebalanceTimeout     = 30 * time.Second
 	DefaultRetryBackoffMax      = 5 * time.Second
+	DefaultOffsetReset          = "earliest"
+	DefaultWrongPartition       = "count"
+	DefaultMaxTsSkew            = 6 * time.Hour
+	DefaultMergeWait            = 2 * time.Second
 )
 
 // Config configures a Processor. Zero values take the documented defaults;
@@ -51,6 +55,27 @@ type Config struct {
 	// StartOffset is "earliest" (default) or "latest": where a partition
 	// starts when neither Badger nor the group has an offset for it.
 	StartOffset string
+	// MergeWait bounds how long the merge of InputTopic and LabelsTopic
+	// waits for records the other topic's high-water mark says exist
+	// before taking a record without them (merge.go). Default 2s.
+	MergeWait time.Duration
+	// OffsetReset is the policy when the offset a partition resumes from is
+	// out of the log's range (the topic was recreated, or retention deleted
+	// it): "earliest" (default: read from the log start, so a recreated
+	// topic is read whole), "latest" (skip to the log end) or "fail" (the
+	// partition stops and the processor reports not ready). Every reset is
+	// logged and counted (docs/pipeline.md, "Offsets out of range").
+	OffsetReset string
+	// WrongPartition is what happens to a record whose key does not belong
+	// to the partition it arrived on under murmur2 (kafka-go's
+	// Murmur2Balancer, Kafka's Java default): "count" (default: counted,
+	// logged at most once a second, processed) or "dead_letter" (reason
+	// wrong_partition).
+	WrongPartition string
+	// MaxTsSkew bounds |ts - Kafka timestamp| of a record; a farther ts is a
+	// dead letter (reason bad_timestamp), so a ts in the wrong unit cannot
+	// move the event-time watermark. Default 6h; negative = no check.
+	MaxTsSkew time.Duration
 
 	// Model is the learner spec every key's learner is built from. Required.
 	Model models.Spec
@@ -136,6 +161,18 @@ type Config struct {
 func (cfg Config) withDefaults() Config {
 	if cfg.StartOffset == "" {
 		cfg.StartOffset = DefaultStartOffset
+	}
+	if cfg.OffsetReset == "" {
+		cfg.OffsetReset = DefaultOffsetReset
+	}
+	if cfg.WrongPartition == "" {
+		cfg.WrongPartition = DefaultWrongPartition
+	}
+	if cfg.MergeWait == 0 {
+		cfg.MergeWait = DefaultMergeWait
+	}
+	if cfg.MaxTsSkew == 0 {
+		cfg.MaxTsSkew = DefaultMaxTsSkew
 	}
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = DefaultCheckpointInterval
@@ -223,6 +260,14 @@ func (cfg Config) Validate() error {
 	if _, ok := compressionCodecs[c.Compression]; !ok {
 		bad("Compression", "%q: want none, gzip, snappy, lz4 or zstd", c.Compression)
 	}
+	switch c.OffsetReset {
+	case "earliest", "latest", "fail":
+	default:
+		bad("OffsetReset", "%q: want earliest, latest or fail", c.OffsetReset)
+	}
+	if c.WrongPartition != "count" && c.WrongPartition != "dead_letter" {
+		bad("WrongPartition", "%q: want count or dead_letter", c.WrongPartition)
+	}
 	if err := c.Model.Validate(); err != nil {
 		bad("Model", "%v", err)
 	}
@@ -244,7 +289,7 @@ func (cfg Config) Validate() error {
 		v    time.Duration
 	}{{"CheckpointInterval", c.CheckpointInterval}, {"LabelsTTL", c.LabelsTTL}, {"ShutdownGrace", c.ShutdownGrace},
 		{"BatchTimeout", c.BatchTimeout}, {"SessionTimeout", c.SessionTimeout}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"RebalanceTimeout", c.RebalanceTimeout}, {"RetryBackoffMax", c.RetryBackoffMax}}
+		{"RebalanceTimeout", c.RebalanceTimeout}, {"RetryBackoffMax", c.RetryBackoffMax}, {"MergeWait", c.MergeWait}}
 	for _, p := range positive {
 		if p.v < 0 {
 			bad(p.name, "%v must be > 0", p.v)

@@ -38,6 +38,12 @@ type emitter struct {
 	acked  uint64
 	notify chan struct{}
 	done   chan struct{}
+
+	// failErr is the non-retriable produce error that stopped the emitter
+	// (set before done is closed). onAcked, if set, is told how many
+	// predictions each acknowledged batch held.
+	failErr error
+	onAcked func(n int)
 }
 
 const emitBatch = 512
@@ -48,7 +54,9 @@ func newEmitter(w *kafka.Writer, log zerolog.Logger, m *metrics, backoffMax time
 }
 
 // run produces until ctx is cancelled (the caller cancels it once the final
-// checkpoint has waited for what it needed, or gives up).
+// checkpoint has waited for what it needed, or gives up) or a produce error
+// that retrying cannot fix stops it (failed then returns it): nothing past
+// the failed batch is acknowledged, so no checkpoint passes it.
 func (e *emitter) run(ctx context.Context) {
 	defer close(e.done)
 	batch := make([]outMsg, 0, emitBatch)
@@ -76,6 +84,7 @@ func (e *emitter) run(ctx context.Context) {
 			msgs = append(msgs, m.msg)
 		}
 		delay := 50 * time.Millisecond
+		persistent := 0
 		for {
 			err := e.w.WriteMessages(ctx, msgs...)
 			if err == nil {
@@ -89,6 +98,12 @@ func (e *emitter) run(ctx context.Context) {
 				e.log.Warn().Err(err).Msg("dead letter refused as too large by the DLQ topic: resent without its value")
 				continue
 			}
+			if fatal := classifyProduce(err, msgs, &persistent); fatal != nil {
+				e.mu.Lock()
+				e.failErr = fatal
+				e.mu.Unlock()
+				return
+			}
 			ep.fail(err)
 			select {
 			case <-ctx.Done():
@@ -98,10 +113,17 @@ func (e *emitter) run(ctx context.Context) {
 			delay = min(2*delay, e.backoff)
 		}
 		now := time.Now()
+		outputs := 0
 		for _, m := range batch {
-			if m.output && e.metrics != nil {
-				e.metrics.latency.Observe(now.Sub(m.input).Seconds())
+			if m.output {
+				outputs++
+				if e.metrics != nil {
+					e.metrics.latency.Observe(now.Sub(m.input).Seconds())
+				}
 			}
+		}
+		if e.onAcked != nil {
+			e.onAcked(outputs)
 		}
 		e.mu.Lock()
 		e.acked = batch[len(batch)-1].seq
@@ -128,6 +150,61 @@ func (e *emitter) waitAcked(ctx context.Context, seq uint64) error {
 		case <-ch:
 		}
 	}
+}
+
+// failed returns the error that stopped the emitter for good, if any.
+func (e *emitter) failed() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failErr
+}
+
+// unknownTopicAttempts is how many consecutive attempts may fail with
+// "unknown topic or partition" before the emitter gives up: Kafka calls the
+// error retriable (metadata may lag a topic's creation), but the start-up
+// checks saw every topic, so a persistent one means the topic was deleted.
+const unknownTopicAttempts = 5
+
+// classifyProduce returns a non-nil error, naming the topic and the cause,
+// when err is one that retrying cannot fix: a Kafka error the protocol
+// marks non-retriable (authorization denied, invalid topic, record
+// rejected, ...), or an unknown topic that persists. Network errors and
+// retriable Kafka errors return nil.
+func classifyProduce(err error, msgs []kafka.Message, persistent *int) error {
+	code, topic := kafkaCode(err, msgs)
+	switch {
+	case code == 0:
+		return nil
+	case code == kafka.UnknownTopicOrPartition:
+		*persistent++
+		if *persistent < unknownTopicAttempts {
+			return nil
+		}
+		return fmt.Errorf("produce to topic %q: %w (after %d attempts; was the topic deleted?)", topic, code, *persistent)
+	case code.Temporary():
+		return nil
+	}
+	return fmt.Errorf("produce to topic %q: %w (not retriable)", topic, code)
+}
+
+// kafkaCode finds the Kafka error code in err (the first message's with a
+// code, for a kafka.WriteErrors) and the topic it concerns.
+func kafkaCode(err error, msgs []kafka.Message) (kafka.Error, string) {
+	var we kafka.WriteErrors
+	if errors.As(err, &we) {
+		for i, e := range we {
+			var code kafka.Error
+			if e != nil && errors.As(e, &code) && i < len(msgs) {
+				return code, msgs[i].Topic
+			}
+		}
+		return 0, ""
+	}
+	var code kafka.Error
+	if errors.As(err, &code) && len(msgs) > 0 {
+		return code, msgs[0].Topic
+	}
+	return 0, ""
 }
 
 func isTooLarge(err error) bool {

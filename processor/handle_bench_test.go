@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkHandle measures the worker's per-record cost without Kafka:
-// decode, learner lookup, predict, output encoding, update (labels inline,
+// partitioner check, decode, learner lookup, predict, output encoding, update (labels inline,
 // 100 keys, the test learner, so the figure is the pipeline's overhead).
 func BenchmarkHandle(b *testing.B) {
 	store, err := checkpoint.Open(checkpoint.Options{InMemory: true})
@@ -27,6 +27,7 @@ func BenchmarkHandle(b *testing.B) {
 		b.Fatal(err)
 	}
 	w := newWorker(p, store, nil, 0)
+	w.partIDs = []int{0} // one partition: the partitioner check runs and passes
 	if err := w.restore(-1, -1); err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,12 @@ type worker struct {
 	kbuf    []byte
 	scores  []scored
 	logGate map[string]time.Time
+
+	quarantine map[string]error // keys whose stored learner is corrupt (quarantine.go)
+	failedErr  error            // the non-retriable error that stopped the partition (fail)
+	// posIn and posLab mirror nextIn and nextLab for the probe goroutine (offsets.go).
+	posIn, posLab atomic.Int64
+	partIDs       []int // 0..n-1 of the input topic, for the partitioner check (guard.go)
 }
 
 type scored struct {
@@ -64,9 +71,13 @@ type scored struct {
 }
 
 func newWorker(p *Processor, store *checkpoint.Store, w *kafka.Writer, part int) *worker {
-	return &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
+	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
 		store: store, w: w, dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
+	for i := 0; i < p.inParts; i++ {
+		wk.partIDs = append(wk.partIDs, i)
+	}
+	return wk
 }
 
 // Partition meta (version 2): 2 | varint nextIn | varint nextLab | varint
@@ -147,7 +158,8 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	err = w.store.EachPending(w.part, func(k, v []byte) error {
 		e, err := decodePending(string(k), v, cfg.Model.Dim)
 		if err != nil {
-			return fmt.Errorf("pending entry of partition %d: %w", w.part, err)
+			w.quarantinePending(k, fmt.Errorf("pending entry of partition %d: %w", w.part, err))
+			return nil
 		}
 		entries = append(entries, e)
 		return nil
@@ -190,163 +202,6 @@ func (w *worker) newReader(topic string, offset int64, rl *readerLog) *kafka.Rea
 	return r
 }
 
-// fetched is what a fetcher hands the worker: a message, or (status) the
-// reader's initial position relative to the high-water mark.
-type fetched struct {
-	msg      kafka.Message
-	status   bool
-	caughtUp bool
-}
-
-// fetch pumps a reader into ch until ctx ends. With status, it first
-// reports whether the reader starts caught up (ReadLag == 0), which the
-// merge of input and labels needs before the first message.
-func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- fetched, status bool) {
-	send := func(f fetched) bool {
-		select {
-		case ch <- f:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	for delay := 100 * time.Millisecond; status; delay = min(2*delay, 5*time.Second) {
-		lag, err := r.ReadLag(ctx)
-		if err == nil {
-			if !send(fetched{status: true, caughtUp: lag <= 0}) {
-				return
-			}
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		rl.Printf("read lag: %v", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-	}
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			rl.Printf("fetch: %v", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		rl.ok()
-		if !send(fetched{msg: m}) {
-			return
-		}
-	}
-}
-
-// merger yields input and labels records in a deterministic order when
-// both are available: by Kafka timestamp, input first on ties. When one side
-// has nothing buffered, the worker waits for it unless that side is caught
-// up (its last record was at the high-water mark, or it started with no lag),
-// so an idle labels topic never stalls predictions. The order depends on
-// timing only when a side is caught up and then receives records older than
-// the other side's head (late labels); docs/pipeline.md says so.
-type merger struct {
-	in, lab         <-chan fetched
-	headIn, headLab *kafka.Message
-	inCaught        bool
-	labCaught       bool
-}
-
-// receive records f as the head of its side (or its status).
-func (m *merger) receive(f fetched, lab bool) {
-	head, caught := &m.headIn, &m.inCaught
-	if lab {
-		head, caught = &m.headLab, &m.labCaught
-	}
-	if f.status {
-		*caught = f.caughtUp
-		return
-	}
-	msg := f.msg
-	*head = &msg
-	*caught = msg.Offset+1 >= msg.HighWaterMark
-}
-
-// next returns the next record and whether it comes from the labels topic;
-// ok is false when tick fired first.
-func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Message, lab, ok bool, err error) {
-	if m.lab == nil {
-		select {
-		case f := <-m.in:
-			return f.msg, false, true, nil
-		case <-ctx.Done():
-			return kafka.Message{}, false, false, ctx.Err()
-		case <-tick:
-			return kafka.Message{}, false, false, nil
-		}
-	}
-	for {
-		if m.headIn == nil {
-			select {
-			case f := <-m.in:
-				m.receive(f, false)
-			default:
-			}
-		}
-		if m.headLab == nil {
-			select {
-			case f := <-m.lab:
-				m.receive(f, true)
-			default:
-			}
-		}
-		switch {
-		case m.headIn != nil && m.headLab != nil:
-			if m.headLab.Time.Before(m.headIn.Time) {
-				return m.take(true)
-			}
-			return m.take(false)
-		case m.headIn != nil && m.labCaught:
-			return m.take(false)
-		case m.headLab != nil && m.inCaught:
-			return m.take(true)
-		}
-		in, lab := m.in, m.lab
-		if m.headIn != nil {
-			in = nil // wait for the other side only
-		}
-		if m.headLab != nil {
-			lab = nil
-		}
-		select {
-		case <-ctx.Done():
-			return kafka.Message{}, false, false, ctx.Err()
-		case <-tick:
-			return kafka.Message{}, false, false, nil
-		case f := <-in:
-			m.receive(f, false)
-		case f := <-lab:
-			m.receive(f, true)
-		}
-	}
-}
-
-func (m *merger) take(lab bool) (kafka.Message, bool, bool, error) {
-	head := &m.headIn
-	if lab {
-		head = &m.headLab
-	}
-	msg := **head
-	*head = nil
-	return msg, lab, true, nil
-}
-
 // run restores the partition, processes records until ctx ends, then
 // checkpoints and commits. It returns an error only when the store fails.
 func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupLab int64) error {
@@ -384,7 +239,14 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	}()
 	emCtx, emCancel := context.WithCancel(context.Background())
 	defer emCancel()
+	if err := w.resolveOffsets(ctx); err != nil {
+		if w.failedErr != nil { // OffsetReset fail: hold the partition, not ready
+			<-ctx.Done()
+		}
+		return nil
+	}
 	w.em = newEmitter(w.w, w.log, w.p.m, w.cfg.RetryBackoffMax)
+	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 	go w.em.run(emCtx)
 
 	// The fetchers stop before their readers close (else a closed reader's
@@ -400,16 +262,18 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	rlIn := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.InputTopic)}
 	inR := w.newReader(w.cfg.InputTopic, w.nextIn, rlIn)
 	readers = append(readers, inR)
-	inCh := make(chan fetched, 256)
-	go fetch(fctx, inR, rlIn, inCh, w.cfg.LabelsTopic != "")
-	m := &merger{in: inCh}
+	inCh := make(chan kafka.Message, 256)
+	go fetch(fctx, inR, rlIn, inCh)
+	m := &merger{in: side{ch: inCh, next: w.nextIn}}
+	var labR *kafka.Reader
 	if w.cfg.LabelsTopic != "" {
 		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
-		labR := w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
+		labR = w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
 		readers = append(readers, labR)
-		labCh := make(chan fetched, 256)
-		go fetch(fctx, labR, rlLab, labCh, true)
-		m.lab = labCh
+		labCh := make(chan kafka.Message, 256)
+		go fetch(fctx, labR, rlLab, labCh)
+		m.lab = &side{ch: labCh, next: w.nextLab, lab: true}
+		m.hwm, m.wait = w.hwm, w.cfg.MergeWait
 	}
 	w.markRestored()
 	w.lastCkpt = time.Now()
@@ -420,9 +284,21 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			w.ckptBusy = false
 		}
 	}()
+	probes := make(chan probe, 1)
+	pctx, pcancel := context.WithCancel(ctx) // outlives the fetchers of a failed partition
+	defer pcancel()
+	go w.runProbe(pctx, probes)
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {
+		if w.failedErr != nil {
+			break
+		}
+		if err := w.em.failed(); err != nil {
+			w.fail(err)
+			fcancel() // stop fetching; the partition waits for revoke or shutdown
+			continue
+		}
 		msg, fromLabels, err := w.nextOrTick(ctx, m, tick.C)
 		if err != nil {
 			break
@@ -433,6 +309,11 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 			w.sinceCkpt++
 		}
+		select {
+		case pr := <-probes:
+			w.applyProbe(pr, inR, labR, m)
+		default:
+		}
 		if err := w.pollCheckpoint(); err != nil {
 			return err
 		}
@@ -441,6 +322,11 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 		}
+	}
+	if w.failedErr != nil {
+		// Failed: nothing past the failed output may be checkpointed; the
+		// partition holds still until revoked or shut down, its lag shown.
+		w.holdFailed(ctx, probes)
 	}
 	// Revoked or shutting down: let the checkpoint in flight finish, then
 	// checkpoint what was processed since, within the hard deadline.
@@ -481,6 +367,7 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	emit := true
 	if fromLabels {
 		w.nextLab = msg.Offset + 1
+		w.posLab.Store(w.nextLab)
 		if w.skip != nil && w.skipped(msg, true) {
 			return nil
 		}
@@ -496,10 +383,8 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			c.replayed.Add(1)
 		}
 		w.nextIn = msg.Offset + 1
-		lag := max(msg.HighWaterMark-w.nextIn, 0)
-		w.lagGauge.Set(float64(lag))
-		w.p.c.lag.Add(lag - w.lag)
-		w.lag = lag
+		w.posIn.Store(w.nextIn)
+		w.setLag(msg.HighWaterMark)
 		defer w.markRestored()
 		if w.skip != nil && w.skipped(msg, false) {
 			return nil // already in the key's restored state
@@ -511,6 +396,9 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	if len(msg.Key) == 0 {
 		return w.dead(ctx, msg, emit, fail(reasonNoKey, "the message key routes the record to its learner"))
 	}
+	if err := w.checkPartition(msg); err != nil {
+		return w.dead(ctx, msg, emit, err)
+	}
 	r, err := w.dec.decode(msg.Value)
 	if err != nil {
 		return w.dead(ctx, msg, emit, err)
@@ -521,6 +409,9 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	c.records[r.kind].Add(1)
 	ts := msg.Time.UnixMilli()
 	if r.hasTs {
+		if err := w.checkTs(msg, r.ts); err != nil {
+			return w.dead(ctx, msg, emit, err)
+		}
 		ts = r.ts
 	}
 	if ts > w.watermark {
@@ -541,20 +432,42 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	return nil
 }
 
+// learner returns key's learner. A *decodeError (the key is quarantined)
+// is for the record's dead letter; any other error is fatal.
 func (w *worker) learner(key []byte) (*slot, error) {
+	if cause, ok := w.quarantine[string(key)]; ok {
+		return nil, fail(reasonCorruptState, cause.Error())
+	}
 	s, err := w.cache.get(key)
 	if err != nil {
+		var ce *corruptError
+		if errors.As(err, &ce) {
+			return nil, w.quarantineLearner(key, err)
+		}
 		return nil, fmt.Errorf("%w: %w", errStoreFailed, err)
 	}
 	return s, nil
 }
 
+// deadOr dead-letters msg when err is a record's fault (a *decodeError)
+// and returns any other error.
+func (w *worker) deadOr(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return w.dead(ctx, msg, emit, err)
+	}
+	return err
+}
+
 func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return err
+		return w.deadOr(ctx, msg, emit, err)
 	}
-	p := s.l.Predict(r.x)
+	var p models.Prediction
+	if err := contain("Predict", func() { p = s.l.Predict(r.x) }); err != nil {
+		return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+	}
 	s.dirty = true
 	if emit {
 		out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, yhat: p.Value, std: p.Std, hasStd: p.Std != 0,
@@ -564,7 +477,9 @@ func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts 
 		}
 	}
 	if r.kind == kindLabeled {
-		w.update(s, r.x, p, r.y, false, false)
+		if err := w.update(s, r.x, p, r.y, false, false); err != nil {
+			return w.deadOr(ctx, msg, emit, err)
+		}
 		return nil
 	}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.x...), p: p}}}
@@ -590,13 +505,16 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return err
+		return w.deadOr(ctx, msg, emit, err)
 	}
 	s.dirty = true
 	out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, updates: s.updates, partition: w.part, offset: msg.Offset}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, decision: true}
 	if b, ok := s.l.(models.Bandit); ok {
-		d := b.Choose(r.arms)
+		var d models.Decision
+		if err := contain("Choose", func() { d = b.Choose(r.arms) }); err != nil {
+			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+		}
 		if d.Arm < 0 || d.Arm >= len(r.arms) {
 			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.arms)).Msg("bandit chose an arm out of range; record skipped")
 			return nil
@@ -607,8 +525,12 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts i
 			p: models.Prediction{Value: d.Mean, Std: d.Std, Choice: d.Arm, Prob: 1}}}
 	} else {
 		w.scores = w.scores[:0]
-		for i, x := range r.arms {
-			w.scores = append(w.scores, scored{i, s.l.Predict(x)})
+		if err := contain("Predict", func() {
+			for i, x := range r.arms {
+				w.scores = append(w.scores, scored{i, s.l.Predict(x)})
+			}
+		}); err != nil {
+			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
 		}
 		sort.SliceStable(w.scores, func(a, b int) bool { return w.scores[a].p.Value > w.scores[b].p.Value })
 		k := min(w.cfg.TopK, len(w.scores))
@@ -662,24 +584,31 @@ func (w *worker) label(ctx context.Context, msg *kafka.Message, r *record, emit 
 	c.pending.Add(-1)
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return err
+		return w.deadOr(ctx, msg, emit, err)
 	}
-	w.update(s, arm.x, arm.p, r.y, e.decision, e.bandit)
+	if err := w.update(s, arm.x, arm.p, r.y, e.decision, e.bandit); err != nil {
+		return w.deadOr(ctx, msg, emit, err)
+	}
 	return nil
 }
 
-// update applies a label (or reward) and keeps the numerical guard's promise.
-func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, decision, bandit bool) {
+// update applies a label (or reward) and keeps the numerical guard's
+// promise. It returns an error only when the learner panicked (onPanic).
+func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, decision, bandit bool) error {
 	c := &w.p.c
 	var err error
-	switch {
-	case bandit:
-		err = s.l.(models.Bandit).Observe(x, y)
-	default:
-		if !decision && w.p.loss.Classification() {
-			y = models.Label(y)
+	if perr := contain("Update", func() {
+		switch {
+		case bandit:
+			err = s.l.(models.Bandit).Observe(x, y)
+		default:
+			if !decision && w.p.loss.Classification() {
+				y = models.Label(y)
+			}
+			err = s.l.Update(x, p, y)
 		}
-		err = s.l.Update(x, p, y)
+	}); perr != nil {
+		return w.onPanic(s, perr)
 	}
 	if err != nil {
 		if errors.Is(err, models.ErrNumerical) {
@@ -688,7 +617,7 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 		w.rateLog("update", func(ev *zerolog.Event) {
 			ev.Err(err).Str("key", s.key).Msg("update rejected; learner state kept")
 		})
-		return
+		return nil
 	}
 	s.updates++
 	s.dirty = true
@@ -701,6 +630,7 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 		c.lossCount.Add(1)
 		addFloat(&c.lossBits, w.p.loss.Value(p.Value, y))
 	}
+	return nil
 }
 
 // send queues a prediction for the output topic.
@@ -720,6 +650,9 @@ func (w *worker) enqueue(_ context.Context, m outMsg) error {
 	select {
 	case w.em.ch <- m:
 		return nil
+	case <-w.em.done: // stopped by a non-retriable error (run's loop sees it)
+		w.lost = true
+		return errEmitterStopped
 	case <-w.hard.Done():
 		w.lost = true
 		return w.hard.Err()

@@ -35,9 +35,12 @@ type Processor struct {
 	m        *metrics
 	loss     models.Loss
 	specHash uint64
+	inParts  int           // the input topic's partition count (start-up checks)
+	admin    *kafka.Client // metadata and offsets (start-up checks, lag probe)
 
 	mu       sync.Mutex
-	assigned map[int]bool // partition -> restored (replay done)
+	assigned map[int]bool  // partition -> restored (replay done)
+	failed   map[int]error // partitions stopped by a non-retriable error
 	inGen    bool
 
 	staged atomic.Int64  // checkpoints that took the staged path (tests)
@@ -72,7 +75,7 @@ func New(cfg Config) (*Processor, error) {
 func (p *Processor) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.inGen {
+	if !p.inGen || len(p.failed) > 0 {
 		return false
 	}
 	for _, ok := range p.assigned {
@@ -95,6 +98,28 @@ func (p *Processor) Stats() Stats {
 	p.mu.Unlock()
 	sort.Ints(s.Partitions)
 	return s
+}
+
+// Failed returns the partitions stopped by a non-retriable error in this
+// generation, with their errors.
+func (p *Processor) Failed() map[int]error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int]error, len(p.failed))
+	for k, v := range p.failed {
+		out[k] = v
+	}
+	return out
+}
+
+func (p *Processor) setFailed(part int, err error) {
+	p.mu.Lock()
+	if p.failed == nil {
+		p.failed = map[int]error{}
+	}
+	p.failed[part] = err
+	p.mu.Unlock()
+	p.c.failed.Add(1)
 }
 
 func (p *Processor) setAssigned(part int, restored bool) {
@@ -137,9 +162,23 @@ func (p *Processor) Run(ctx context.Context) error {
 		Compression:     compressionCodecs[cfg.Compression],
 	}
 	defer writer.Close()
+
+	p.admin = p.client()
+	if t, ok := p.admin.Transport.(*kafka.Transport); ok && p.cfg.Transport == nil {
+		defer t.CloseIdleConnections()
+	}
+	if err := p.startupChecks(ctx, store); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	if cfg.Changelog.Topic != "" {
 		if err := p.ensureChangelog(ctx); err != nil {
-			return fmt.Errorf("processor: %w", err)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("processor: %w: %w", ErrClusterMismatch, err)
 		}
 		p.clw = &kafka.Writer{
 			Addr: kafka.TCP(cfg.Brokers...), Balancer: partitionBalancer, RequiredAcks: kafka.RequireAll,
@@ -245,6 +284,7 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 	parts := gen.Assignments[cfg.InputTopic]
 	p.mu.Lock()
 	p.assigned = map[int]bool{}
+	p.failed = nil
 	for _, a := range parts {
 		p.assigned[a.ID] = false
 	}

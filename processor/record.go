@@ -27,19 +27,24 @@ var kindNames = [numKinds]string{"features", "labeled", "label", "decision", "de
 type reason uint8
 
 const (
-	reasonBadJSON      reason = iota // not one JSON object
-	reasonWrongType                  // a known field holds the wrong JSON type
-	reasonMissingField               // no id, or neither x, arms, y nor reward
-	reasonBadFields                  // a combination of fields the contract does not define
-	reasonDimension                  // x of the wrong length, sparse index out of range or repeated
-	reasonNonFinite                  // NaN, Inf or a number out of float64 range
-	reasonOversized                  // value above MaxValueBytes
-	reasonNoKey                      // record without a message key
-	reasonUnknownArm                 // reward names an arm that was not offered
+	reasonBadJSON        reason = iota // not one JSON object
+	reasonWrongType                    // a known field holds the wrong JSON type
+	reasonMissingField                 // no id, or neither x, arms, y nor reward
+	reasonBadFields                    // a combination of fields the contract does not define
+	reasonDimension                    // x of the wrong length, sparse index out of range or repeated
+	reasonNonFinite                    // NaN, Inf or a number out of float64 range
+	reasonOversized                    // value above MaxValueBytes
+	reasonNoKey                        // record without a message key
+	reasonUnknownArm                   // reward names an arm that was not offered
+	reasonBadTimestamp                 // ts farther than MaxTsSkew from the Kafka timestamp
+	reasonWrongPartition               // key belongs to another partition under murmur2 (WrongPartition dead_letter)
+	reasonCorruptState                 // the key's stored learner cannot be decoded (quarantined)
+	reasonLearnerPanic                 // the learner panicked on this record (state restored)
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"bad_json", "wrong_type", "missing_field", "bad_fields", "dimension", "non_finite", "oversized", "no_key", "unknown_arm"}
+var reasonNames = [numReasons]string{"bad_json", "wrong_type", "missing_field", "bad_fields", "dimension", "non_finite", "oversized", "no_key", "unknown_arm",
+	"bad_timestamp", "wrong_partition", "corrupt_state", "learner_panic"}
 
 // decodeError is a record the contract cannot use; reason names why.
 type decodeError struct {

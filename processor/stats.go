@@ -48,8 +48,27 @@ type Stats struct {
 	RewardSum float64
 	Rewards   int64
 	// Lag is the sum over the assigned partitions of high-water mark minus
-	// next offset, as of each partition's last fetched record (0 when caught up).
+	// next offset (0 when caught up), refreshed by each processed record and
+	// by a probe of the high-water marks every second (offsets.go).
 	Lag int64
+	// WrongPartition counts records whose key belongs to another partition
+	// under murmur2 (processed or dead-lettered per WrongPartition).
+	WrongPartition int64
+	// Quarantined counts undecodable stored state: "learner" (a key's blob;
+	// its records are dead-lettered with reason corrupt_state) and
+	// "pending" (a pending entry, skipped at restore).
+	Quarantined map[string]int64
+	// LearnerPanics counts records on which a learner panicked.
+	LearnerPanics int64
+	// OffsetResets counts resume offsets out of the log's range, by the
+	// policy applied: "earliest", "latest", "fail".
+	OffsetResets map[string]int64
+	// FailedPartitions counts partitions stopped by a non-retriable error
+	// (produce refused, offset out of range with policy fail).
+	FailedPartitions int64
+	// PredictionsAcked counts predictions acknowledged by the brokers
+	// (Predictions counts them when queued).
+	PredictionsAcked int64
 	// Partitions currently assigned and restored.
 	Partitions []int
 }
@@ -70,6 +89,12 @@ type counters struct {
 	onDisk      atomic.Int64
 	checkpoints atomic.Int64
 	lag         atomic.Int64
+	wrongPart   atomic.Int64
+	quarantined [numQuarantines]atomic.Int64
+	panics      atomic.Int64
+	resets      [numResets]atomic.Int64
+	failed      atomic.Int64  // partitions stopped by a non-retriable error
+	acked       atomic.Int64  // predictions acknowledged by the brokers
 	lossBits    atomic.Uint64 // float64 sum, CAS-added
 	lossCount   atomic.Int64
 	rewardBits  atomic.Uint64
@@ -91,6 +116,25 @@ const (
 )
 
 var expiryNames = [numExpiries]string{"ttl", "count", "replaced"}
+
+// What a quarantine set aside.
+const (
+	quarantineLearner = iota
+	quarantinePending
+	numQuarantines
+)
+
+var quarantineNames = [numQuarantines]string{"learner", "pending"}
+
+// Offset reset policies (OffsetReset), the label of the reset metric.
+const (
+	resetEarliest = iota
+	resetLatest
+	resetFail
+	numResets
+)
+
+var resetNames = [numResets]string{"earliest", "latest", "fail"}
 
 func (c *counters) snapshot() Stats {
 	s := Stats{
@@ -125,6 +169,18 @@ func (c *counters) snapshot() Stats {
 	if s.LossCount > 0 {
 		s.ProgressiveLoss = s.LossSum / float64(s.LossCount)
 	}
+	s.WrongPartition = c.wrongPart.Load()
+	s.Quarantined = map[string]int64{}
+	for i := range c.quarantined {
+		s.Quarantined[quarantineNames[i]] = c.quarantined[i].Load()
+	}
+	s.LearnerPanics = c.panics.Load()
+	s.OffsetResets = map[string]int64{}
+	for i := range c.resets {
+		s.OffsetResets[resetNames[i]] = c.resets[i].Load()
+	}
+	s.FailedPartitions = c.failed.Load()
+	s.PredictionsAcked = c.acked.Load()
 	s.Rewards = c.rewards.Load()
 	s.RewardSum = math.Float64frombits(c.rewardBits.Load())
 	return s

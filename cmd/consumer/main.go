@@ -13,11 +13,20 @@
 // record in hand, checkpoints every partition and leaves the group; the
 // process exits 0 within shutdown.grace (a second signal exits at once, 1).
 // The HTTP server on http.addr serves /metrics (Prometheus), /healthz
-// (the process is alive) and /readyz (every assigned partition restored).
+// (the process is alive) and /readyz (every assigned partition restored,
+// none stopped by a non-retriable error).
+//
+// Exit status: 0 after a clean stop; 1 a runtime failure (the checkpoint
+// store); 2 an invalid configuration; 3 the cluster does not match the
+// configuration (a topic missing or not describable, labels not
+// co-partitioned with the input); 4 the checkpoint directory holds state of
+// another model spec. 3 and 4 are decided before joining the group, so a
+// restart loop costs the group no rebalance.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,6 +40,7 @@ import (
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/buildinfo"
 	"github.com/kernelstream/kernelstream/internal/foreground"
+	"github.com/kernelstream/kernelstream/processor"
 )
 
 func main() {
@@ -112,10 +122,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := serve(ctx, cfg, logger, nil); err != nil {
 		logger.Error().Err(err).Msg("consumer stopped with an error")
-		return 1
+		return exitCode(err)
 	}
 	logger.Info().Msg("consumer stopped")
 	return 0
+}
+
+// exitCode maps Run's error onto the documented exit status.
+func exitCode(err error) int {
+	switch {
+	case errors.Is(err, processor.ErrClusterMismatch):
+		return 3
+	case errors.Is(err, processor.ErrSpecMismatch):
+		return 4
+	}
+	return 1
 }
 
 // newLogger builds the service logger from log.level and log.format.

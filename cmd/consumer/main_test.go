@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/processor"
 )
 
 // asConsumer makes the test binary act as the consumer binary: the crash
@@ -270,4 +272,34 @@ func fmtConfig(brokers, group, output, dlq, dir string, extra string) string {
 		maxRecords: 2000,
 		extra:      extra,
 	}.yaml()
+}
+
+// TestExitCodesBeforeJoining: a missing topic exits 3 and a checkpoint
+// directory of another model spec exits 4, both before joining the group.
+func TestExitCodesBeforeJoining(t *testing.T) {
+	t.Parallel()
+	_, _, addr := startBroker(t, 30*time.Second, 2, "in", "out")
+	dir := t.TempDir()
+	body := func(seed int) string {
+		return fmt.Sprintf("kafka: {brokers: [%q], input_topic: in, output_topic: out, dlq_topic: dlq}\nmodel: {algorithm: aogd-ald, dim: 3, seed: %d}\ncheckpoint: {dir: %s}\nhttp: {addr: \"\"}\nlog: {level: error}\n", addr, seed, dir)
+	}
+	var out, errb capture
+	if code := run([]string{"-config", writeConfig(t, dir, "a.yaml", body(1))}, &out, &errb); code != 3 || !contains(errb.String(), `DLQTopic \"dlq\" does not exist`) {
+		t.Errorf("missing DLQ topic: exit %d, stderr %s", code, errb.String())
+	}
+}
+
+func TestExitCodeMapping(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("x: %w", processor.ErrClusterMismatch), 3},
+		{fmt.Errorf("x: %w", processor.ErrSpecMismatch), 4},
+		{errors.New("store"), 1},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
 }

@@ -107,7 +107,7 @@ func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
-			http.Error(w, "not ready: partitions not yet assigned and restored", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: partitions not yet assigned and restored, or a partition stopped by a non-retriable error (see the log and kernelstream_failed_partitions_total)", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n")) //nolint:errcheck

@@ -1,0 +1,62 @@
+package processor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+)
+
+// murmur2 is the partitioner kernelstream's writers use and the one a key's
+// partition is checked against: kafka-go's Murmur2Balancer (the positive
+// murmur2 hash of the key modulo the partition count), which is the Java
+// client's default and librdkafka's "murmur2_random".
+var murmur2 kafka.Murmur2Balancer
+
+// checkPartition counts (and with WrongPartition "dead_letter" rejects) a
+// record whose key belongs to another partition: the key would otherwise
+// have a second, independent learner there. One hash per record, no
+// allocation. partIDs is empty (no check) until the start-up checks have
+// learnt the partition count.
+func (w *worker) checkPartition(msg *kafka.Message) error {
+	if len(w.partIDs) == 0 {
+		return nil
+	}
+	want := murmur2.Balance(*msg, w.partIDs...)
+	if want == w.part {
+		return nil
+	}
+	w.p.c.wrongPart.Add(1)
+	w.rateLog("wrong_partition", func(ev *zerolog.Event) {
+		ev.Bytes("key", msg.Key).Str("topic", msg.Topic).Int64("offset", msg.Offset).Int("murmur2_partition", want).
+			Msg("record key belongs to another partition under murmur2: configure the producer's partitioner as murmur2 (librdkafka: partitioner=murmur2_random)")
+	})
+	if w.cfg.WrongPartition == "dead_letter" {
+		return fail(reasonWrongPartition, fmt.Sprintf("key belongs to partition %d under murmur2, arrived on %d", want, w.part))
+	}
+	return nil
+}
+
+// checkTs rejects an event time farther than MaxTsSkew from the record's
+// Kafka timestamp (e.g. microseconds or seconds instead of milliseconds),
+// which would otherwise move the partition's watermark for good. Records
+// without a Kafka timestamp are not checked.
+func (w *worker) checkTs(msg *kafka.Message, ts int64) error {
+	if w.cfg.MaxTsSkew <= 0 || msg.Time.IsZero() {
+		return nil
+	}
+	kts := msg.Time.UnixMilli()
+	if kts <= 0 {
+		return nil
+	}
+	d := ts - kts
+	if d < 0 {
+		d = -d
+	}
+	if d <= w.cfg.MaxTsSkew.Milliseconds() {
+		return nil
+	}
+	return fail(reasonBadTimestamp, fmt.Sprintf("ts %d is %v from the Kafka timestamp %d (bound %v; ts is in milliseconds)",
+		ts, time.Duration(min(d, int64(1<<62)/int64(time.Millisecond)))*time.Millisecond, kts, w.cfg.MaxTsSkew))
+}

@@ -1,0 +1,207 @@
+package processor
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
+)
+
+// Start-up checks, run by Run before it joins the group (docs/pipeline.md,
+// "Start-up checks"): a member that cannot work must say why and exit
+// without joining, since every join and leave moves every partition of the
+// group.
+
+// ErrClusterMismatch: a configured topic does not exist (or may not be
+// described), or the labels topic is not co-partitioned with the input.
+// cmd/consumer exits with status 3.
+var ErrClusterMismatch = errors.New("processor: the cluster does not match the configuration")
+
+// ErrSpecMismatch: the checkpoint directory holds state of another model
+// spec. cmd/consumer exits with status 4.
+var ErrSpecMismatch = errors.New("processor: checkpoint directory holds state of another model spec")
+
+// client is a kafka-go admin client with the writers' transport (TLS,
+// SASL). Without one it gets its own Transport rather than kafka-go's
+// DefaultTransport: a transport caches a failed dial for its address, and
+// the process's other clients must not inherit that from the start-up
+// checks run before the brokers were up.
+func (p *Processor) client() *kafka.Client {
+	t := p.cfg.Transport
+	if t == nil {
+		t = &kafka.Transport{}
+	}
+	return &kafka.Client{Addr: kafka.TCP(p.cfg.Brokers...), Transport: t, Timeout: 10 * time.Second}
+}
+
+// topicRole names a configured topic by its Config field.
+type topicRole struct{ field, topic string }
+
+func (p *Processor) topics() []topicRole {
+	ts := []topicRole{{"InputTopic", p.cfg.InputTopic}, {"OutputTopic", p.cfg.OutputTopic}, {"DLQTopic", p.cfg.DLQTopic}}
+	if p.cfg.LabelsTopic != "" {
+		ts = append(ts, topicRole{"LabelsTopic", p.cfg.LabelsTopic})
+	}
+	return ts
+}
+
+// startupChecks checks the topics, then the stored partitions' spec hash.
+// Broker unavailability is retried with backoff until ctx ends.
+func (p *Processor) startupChecks(ctx context.Context, store *checkpoint.Store) error {
+	parts, err := p.checkTopics(ctx)
+	if err != nil {
+		return err
+	}
+	p.inParts = parts
+	return p.checkSpec(store, parts)
+}
+
+// checkTopics returns the input topic's partition count.
+func (p *Processor) checkTopics(ctx context.Context) (int, error) {
+	roles := p.topics()
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = r.topic
+	}
+	ep := newEpisode(p.log, "metadata")
+	backoff := 100 * time.Millisecond
+	for {
+		res, err := p.admin.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+		if err == nil {
+			ep.ok()
+			return p.judgeTopics(roles, res)
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		ep.fail(err)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, p.cfg.RetryBackoffMax)
+	}
+}
+
+func (p *Processor) judgeTopics(roles []topicRole, res *kafka.MetadataResponse) (int, error) {
+	found := map[string]kafka.Topic{}
+	for _, t := range res.Topics {
+		found[t.Name] = t
+	}
+	var errs []error
+	count := map[string]int{}
+	for _, r := range roles {
+		t, ok := found[r.topic]
+		switch {
+		case !ok || errors.Is(t.Error, kafka.UnknownTopicOrPartition):
+			errs = append(errs, fmt.Errorf("%s %q does not exist (create it, or fix the configuration)", r.field, r.topic))
+		case t.Error != nil:
+			errs = append(errs, fmt.Errorf("%s %q: %w", r.field, r.topic, t.Error))
+		case len(t.Partitions) == 0:
+			errs = append(errs, fmt.Errorf("%s %q has no partitions", r.field, r.topic))
+		default:
+			count[r.topic] = len(t.Partitions)
+		}
+	}
+	in, lab := count[p.cfg.InputTopic], count[p.cfg.LabelsTopic]
+	if p.cfg.LabelsTopic != "" && in > 0 && lab > 0 && in != lab {
+		errs = append(errs, fmt.Errorf("LabelsTopic %q has %d partitions, InputTopic %q has %d: they must be co-partitioned (same count, same key partitioner)",
+			p.cfg.LabelsTopic, lab, p.cfg.InputTopic, in))
+	}
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("%w: %w", ErrClusterMismatch, errors.Join(errs...))
+	}
+	return in, nil
+}
+
+// checkSpec reads the meta of every partition that may be stored (those of
+// the input topic and those the store says it held) and refuses a spec hash
+// other than this processor's.
+func (p *Processor) checkSpec(store *checkpoint.Store, parts int) error {
+	cand := map[int]bool{}
+	for i := 0; i < parts; i++ {
+		cand[i] = true
+	}
+	if held, err := store.Held(); err == nil {
+		for _, h := range held {
+			cand[h] = true
+		}
+	}
+	var bad []int
+	for part := range cand {
+		meta, ok, err := store.Meta(part)
+		if err != nil {
+			return fmt.Errorf("%w: read meta of partition %d: %w", errStoreFailed, part, err)
+		}
+		if !ok {
+			continue
+		}
+		h, err := metaSpecHash(meta)
+		if err != nil {
+			return fmt.Errorf("%w: partition %d: %w", ErrSpecMismatch, part, err)
+		}
+		if h != p.specHash {
+			bad = append(bad, part)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Ints(bad)
+	s := make([]string, len(bad))
+	for i, b := range bad {
+		s[i] = fmt.Sprint(b)
+	}
+	return fmt.Errorf("%w: partitions %s of CheckpointDir %q were written with another model spec; use a new directory (or consumer group) for a new model",
+		ErrSpecMismatch, strings.Join(s, ","), p.cfg.CheckpointDir)
+}
+
+// metaSpecHash reads the spec hash of a partition meta (encodeMeta's
+// layout: the version, three varints (four in version 2), the hash as 8
+// little-endian bytes).
+func metaSpecHash(b []byte) (uint64, error) {
+	if len(b) < 1 || (b[0] != 1 && b[0] != 2) {
+		return 0, errors.New("unknown partition meta version")
+	}
+	fields := 3
+	if b[0] == 2 {
+		fields = 4
+	}
+	b = b[1:]
+	for i := 0; i < fields; i++ {
+		_, n := binary.Varint(b)
+		if n <= 0 {
+			return 0, errors.New("corrupt partition meta")
+		}
+		b = b[n:]
+	}
+	if len(b) != 8 {
+		return 0, errors.New("corrupt partition meta")
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// errEmitterStopped: an output could not be queued because the emitter
+// stopped on a non-retriable error.
+var errEmitterStopped = errors.New("processor: emitter stopped")
+
+// fail stops the partition for a non-retriable error: it is logged with the
+// topic and cause, counted (failed_partitions_total), and the processor is
+// not ready until the partition is reassigned or the process restarts. The
+// other partitions go on.
+func (w *worker) fail(err error) {
+	if w.failedErr != nil {
+		return
+	}
+	w.failedErr = err
+	w.p.setFailed(w.part, err)
+	w.log.Error().Err(err).Msg("partition stopped: this error does not go away by retrying; fix the cause and restart (the partition resumes from its last checkpoint); /readyz reports not ready meanwhile")
+}
