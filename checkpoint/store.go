@@ -47,9 +47,11 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -588,6 +590,44 @@ func (b badgerLogger) Debugf(string, ...any)       {}
 
 // nsHeld keys the list of partitions of this member's last generation.
 const nsHeld = 'h'
+
+// Load writes cp for partition part in bulk: the learners and pending
+// entries through Badger's batched writer (no transaction size limit, no
+// staging), then the meta in a transaction of its own. It is not
+// all-or-nothing like Commit; it is for restores whose source can be read
+// again: until the meta is written, the partition has no meta and counts as
+// holding no state, so a crash midway means restoring again.
+func (s *Store) Load(part int, cp *Checkpoint) error {
+	// In key order, each flushed table covers its own key range, which
+	// compaction moves down instead of merging (a random order made the
+	// restore of 100,000 keys several times slower).
+	sortOps(cp.Learners)
+	sortOps(cp.Pending)
+	wb := s.db.NewWriteBatch()
+	for _, group := range []struct {
+		ns  byte
+		ops []Op
+	}{{nsLearner, cp.Learners}, {nsPending, cp.Pending}} {
+		ns := group.ns
+		for _, o := range group.ops {
+			if o.Value == nil {
+				continue
+			}
+			if err := wb.Set(partKey(ns, part, o.Key), o.Value); err != nil {
+				wb.Cancel()
+				return fmt.Errorf("checkpoint: load partition %d: %w", part, err)
+			}
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("checkpoint: load partition %d: %w", part, err)
+	}
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(partKey(nsMeta, part, nil), cp.Meta) })
+}
+
+func sortOps(ops []Op) {
+	sort.Slice(ops, func(i, j int) bool { return bytes.Compare(ops[i].Key, ops[j].Key) < 0 })
+}
 
 // ResetPartition deletes everything stored for partition part (its meta,
 // learners, pending entries and any staging), before a restore from the

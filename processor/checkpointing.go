@@ -138,6 +138,9 @@ func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap
 			}
 			return fmt.Errorf("%w: %w", errAbandoned, err)
 		}
+		if h := TestHookAfterChangelog; h != nil {
+			h(w.part)
+		}
 	}
 	if err := w.store.Commit(w.part, &snap.cp); err != nil {
 		return fmt.Errorf("%w: %w", errStoreFailed, err)

@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +26,19 @@ import (
 // separate process without a second `go build`.
 const asConsumer = "KSTEST_AS_CONSUMER"
 
+// killAfterChangelog (a count N) makes the consumer process kill itself with
+// SIGKILL after its Nth changelog write, before the Badger commit.
+const killAfterChangelog = "KSTEST_KILL_AFTER_CHANGELOG"
+
 func TestMain(m *testing.M) {
+	if n, err := strconv.Atoi(os.Getenv(killAfterChangelog)); err == nil && os.Getenv(asConsumer) == "1" {
+		var writes atomic.Int64
+		processor.TestHookAfterChangelog = func(int) {
+			if writes.Add(1) == int64(n) {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL) //nolint:errcheck // the process ends here
+			}
+		}
+	}
 	if os.Getenv(asConsumer) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}

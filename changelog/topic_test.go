@@ -1,0 +1,63 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/broker"
+)
+
+func TestEnsureTopic(t *testing.T) {
+	b, err := broker.Start(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second}
+	create := func(topic string, parts int, policy string) {
+		t.Helper()
+		res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: parts, ReplicationFactor: 1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: policy}}}}})
+		if err != nil || res.Errors[topic] != nil {
+			t.Fatalf("create %s: %v %v", topic, err, res.Errors)
+		}
+	}
+	create("four-compact", 4, "compact")
+	create("three-compact", 3, "compact")
+	create("four-delete", 4, "delete")
+	create("four-both", 4, "compact,delete")
+	for _, tc := range []struct {
+		topic string
+		want  string // "" = accepted
+	}{
+		{"four-compact", ""},
+		{"four-both", ""},
+		{"created-here", ""},
+		{"three-compact", "has 3 partitions, the input has 4"},
+		{"four-delete", `cleanup.policy="delete", want compact`},
+	} {
+		err := EnsureTopic(ctx, cl, tc.topic, 4, TopicConfig{MaxMessageBytes: 8 << 20})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.topic, err)
+		case tc.want != "" && (!errors.Is(err, ErrTopic) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.topic)):
+			t.Errorf("%s: error %v, want ErrTopic naming the topic and %q", tc.topic, err, tc.want)
+		}
+	}
+	// The topic created by EnsureTopic passes its own check, with the
+	// input's partition count.
+	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{"created-here"}})
+	if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 4 {
+		t.Fatalf("created topic: %+v, %v", md, err)
+	}
+	if err := EnsureTopic(ctx, cl, "created-here", 4, TopicConfig{}); err != nil {
+		t.Fatalf("created topic fails its own check: %v", err)
+	}
+}
