@@ -98,10 +98,11 @@ func (c *Config) ChangelogTopic() string {
 
 // Labels bounds the pending-label join.
 type Labels struct {
-	TTL        time.Duration `yaml:"ttl" doc:"event-time age after which a prediction still waiting for its label expires (counted)"`
-	MaxPending int           `yaml:"max_pending" doc:"pending predictions kept per partition; the oldest expire beyond it (counted)"`
-	MergeWait  time.Duration `yaml:"merge_wait" doc:"with labels_topic: longest wait for records the other topic's high-water mark says exist before merging a record without them"`
-	MaxTsSkew  time.Duration `yaml:"max_ts_skew" doc:"largest distance between a record's ts and its Kafka timestamp; farther is a dead letter (reason bad_timestamp); 0 = no check"`
+	TTL             time.Duration `yaml:"ttl" doc:"event-time age after which a prediction still waiting for its label expires (counted)"`
+	MaxPending      int           `yaml:"max_pending" doc:"pending predictions kept per partition; the oldest expire beyond it (counted)"`
+	MaxPendingTotal int           `yaml:"max_pending_total" doc:"pending predictions kept by the whole process: each partition keeps at most this divided by the input's partition count (deterministic whatever the assignment); 0 = no process-wide bound"`
+	MergeWait       time.Duration `yaml:"merge_wait" doc:"with labels_topic: longest wait for records the other topic's high-water mark says exist before merging a record without them"`
+	MaxTsSkew       time.Duration `yaml:"max_ts_skew" doc:"largest distance between a record's ts and its Kafka timestamp; farther is a dead letter (reason bad_timestamp); 0 = no check"`
 }
 
 // Cache bounds the learners held in memory.

@@ -61,6 +61,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		CheckpointMaxRecords: c.Checkpoint.MaxRecords,
 		LabelsTTL:            c.Labels.TTL,
 		MaxPending:           c.Labels.MaxPending,
+		MaxPendingTotal:      c.Labels.MaxPendingTotal,
 		MaxLearners:          c.Cache.MaxLearners,
 		TopK:                 c.Output.TopK,
 		MaxValueBytes:        c.Kafka.MaxValueBytes,

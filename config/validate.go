@@ -122,6 +122,9 @@ func (c *Config) Validate() error {
 		bad("checkpoint.max_records", "%d must be > 0", c.Checkpoint.MaxRecords)
 	}
 	positiveDuration(bad, "labels.ttl", c.Labels.TTL)
+	if c.Labels.MaxPendingTotal < 0 {
+		bad("labels.max_pending_total", "%d must be >= 0 (0 = no process-wide bound)", c.Labels.MaxPendingTotal)
+	}
 	if c.Labels.MaxPending <= 0 {
 		bad("labels.max_pending", "%d must be > 0", c.Labels.MaxPending)
 	}

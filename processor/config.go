@@ -99,6 +99,14 @@ type Config struct {
 	// MaxPending bounds the pending-label map of one partition; the oldest
 	// entry (by offset) expires first. Default 100000.
 	MaxPending int
+	// MaxPendingTotal bounds the pending entries of the whole process: each
+	// partition keeps at most MaxPendingTotal / (the input's partition
+	// count), rounded up, whatever the assignment, so a member that holds
+	// every partition stays within it. A share of the topic's partition
+	// count (not of the partitions assigned) keeps expiry a function of the
+	// partition's own records, hence deterministic across rebalances.
+	// Default 0 = no process-wide bound (MaxPending per partition only).
+	MaxPendingTotal int
 	// MaxLearners bounds the learners this processor holds in memory (all
 	// partitions together; each partition keeps at least the learner in
 	// use); the least recently used are evicted to Badger at the next

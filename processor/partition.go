@@ -496,7 +496,7 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 	} else {
 		c.pending.Add(1)
 	}
-	if n := w.pend.expireCount(w.cfg.MaxPending); n > 0 {
+	if n := w.pend.expireCount(w.maxPending()); n > 0 {
 		c.expired[expiryCount].Add(int64(n))
 		c.pending.Add(-int64(n))
 	}

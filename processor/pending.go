@@ -286,3 +286,14 @@ func decodePending(key string, b []byte, dim int) (*pendingEntry, error) {
 	}
 	return e, nil
 }
+
+// maxPending is the partition's count bound: MaxPending, or its share of
+// MaxPendingTotal when that is smaller (Config.MaxPendingTotal says why a
+// share of the topic's partitions).
+func (w *worker) maxPending() int {
+	m := w.cfg.MaxPending
+	if t := w.cfg.MaxPendingTotal; t > 0 && w.p.inParts > 0 {
+		m = min(m, (t+w.p.inParts-1)/w.p.inParts)
+	}
+	return m
+}

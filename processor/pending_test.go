@@ -96,3 +96,19 @@ func TestPendingLabelledLeavesNothing(t *testing.T) {
 		t.Fatal("count expiry did not empty the map")
 	}
 }
+
+func TestMaxPendingShare(t *testing.T) {
+	for _, tc := range []struct {
+		perPartition, total, inParts, want int
+	}{
+		{100, 0, 4, 100},    // no process-wide bound
+		{100, 90, 4, 23},    // ceil(90/4): four partitions on one member hold at most 92
+		{100, 1000, 4, 100}, // the per-partition bound is smaller
+		{100, 90, 0, 100},   // partition count not known yet: no share
+	} {
+		w := &worker{p: &Processor{inParts: tc.inParts}, cfg: &Config{MaxPending: tc.perPartition, MaxPendingTotal: tc.total}}
+		if got := w.maxPending(); got != tc.want {
+			t.Errorf("%+v: maxPending %d, want %d", tc, got, tc.want)
+		}
+	}
+}
