@@ -63,7 +63,7 @@ const (
 	graceMargin = 10 * time.Second
 )
 
-var builds = []string{"base", "overlays/example"}
+var builds = []string{"base", "overlays/example", "overlays/ephemeral"}
 
 // object is one decoded manifest.
 type object struct {
@@ -590,6 +590,16 @@ func checkStorage(t *testing.T, sts *appsv1.StatefulSet, c corev1.Container, cfg
 	m := mountAt(t, c, cfg.Checkpoint.Dir)
 	if m.ReadOnly {
 		t.Errorf("checkpoint.dir %s is mounted read-only", cfg.Checkpoint.Dir)
+	}
+	if i := slices.IndexFunc(sts.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name }); i >= 0 && sts.Spec.Template.Spec.Volumes[i].EmptyDir != nil {
+		// State on the node only: it must live in Kafka too.
+		if !cfg.Changelog.Enabled {
+			t.Errorf("checkpoint.dir %s is an emptyDir but changelog.enabled is false: a rescheduled pod would lose its state", cfg.Checkpoint.Dir)
+		}
+		if len(sts.Spec.VolumeClaimTemplates) != 0 {
+			t.Errorf("checkpoint.dir is an emptyDir but the StatefulSet still claims volumes")
+		}
+		return
 	}
 	i := slices.IndexFunc(sts.Spec.VolumeClaimTemplates, func(p corev1.PersistentVolumeClaim) bool { return p.Name == m.Name })
 	if i < 0 {
