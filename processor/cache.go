@@ -81,6 +81,7 @@ type learnerCache struct {
 	inflight map[string][]byte // evicted blobs of the checkpoint in flight
 	spare    map[string][]byte // the last committed inflight map, emptied: the next `evicted` (no regrowth)
 	fresh    map[string]bool   // evicted learners never stored in Badger
+	deleted  map[string]bool   // keys erased since the last snapshot: no older version may be read back
 	onDisk   int               // learners in Badger for this partition
 	max      int
 	global   *atomic.Int64 // learners in memory, all partitions
@@ -151,6 +152,12 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		blob, held = c.inflight[k]
 	}
 	switch {
+	case c.deleted[k]:
+		// Erased: a fresh learner, whatever an older version says. It is
+		// dirty until a snapshot writes it over the erased version, so the
+		// mark is no longer needed.
+		delete(c.deleted, k)
+		s.dirty = true
 	case held:
 		if err := c.decode(s, blob); err != nil {
 			return nil, err
@@ -264,6 +271,14 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 		c.stored.add(c.hash(kb))
 		ops = append(ops, checkpoint.Op{Key: kb, Value: b})
 	}
+	for k := range c.deleted {
+		_, live := c.live[k]
+		_, held := c.evicted[k]
+		if !live && !held { // re-created since: its new version is written instead
+			ops = append(ops, checkpoint.Op{Key: []byte(k)}) // nil value: delete
+		}
+	}
+	clear(c.deleted)
 	fresh = len(c.fresh)
 	for _, s := range c.live {
 		if !s.dirty {
@@ -318,6 +333,22 @@ func (c *learnerCache) abandoned() {
 		}
 	}
 	c.inflight = nil
+}
+
+// remove erases key: its learner leaves memory, its held blob is dropped,
+// and the next snapshot deletes it from Badger.
+func (c *learnerCache) remove(k string) {
+	if s, ok := c.live[k]; ok {
+		c.lru.remove(s)
+		delete(c.live, k)
+		c.global.Add(-1)
+	}
+	delete(c.evicted, k)
+	delete(c.fresh, k)
+	if c.deleted == nil {
+		c.deleted = map[string]bool{}
+	}
+	c.deleted[k] = true
 }
 
 // release drops all learners (partition revoked).

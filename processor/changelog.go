@@ -149,6 +149,9 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 		for _, e := range b.Pending {
 			cp.Pending = append(cp.Pending, checkpoint.Op{Key: e.Key, Value: e.Value})
 		}
+		if b.Learner == nil && len(b.Pending) == 0 && b.Seq <= st.Marker.Seq {
+			w.tombstones = append(w.tombstones, k) // erased: its empty bundle may go
+		}
 		if b.Seq > st.Marker.Seq {
 			if w.skip == nil {
 				w.skip = map[string]changelogSkip{}
@@ -248,7 +251,26 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
 			}
 		}
 	}
-	return w.changelogMessages(bundles, &changelog.Marker{Seq: w.ckptSeq, Meta: snap.cp.Meta}), nil
+	var erased []string
+	for k, b := range bundles {
+		if b.Learner == nil && len(b.Pending) == 0 {
+			erased = append(erased, k)
+		}
+	}
+	msgs := w.changelogMessages(bundles, &changelog.Marker{Seq: w.ckptSeq, Meta: snap.cp.Meta})
+	// The empty bundles of keys erased by an earlier, completed checkpoint
+	// become tombstones now, so that compaction removes the key itself;
+	// a key written again since keeps its new bundle.
+	var tomb []kafka.Message
+	for _, k := range w.tombstones {
+		if _, again := bundles[k]; !again {
+			tomb = append(tomb, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part, Key: changelog.BundleKey([]byte(k))})
+			snap.tombstoned = append(snap.tombstoned, k)
+		}
+	}
+	w.tombstones = nil
+	snap.erased = erased
+	return append(tomb, msgs...), nil
 }
 
 // changelogMessages encodes bundles (in key order, pending entries in key

@@ -33,13 +33,15 @@ import (
 
 // snapshot is one partition checkpoint ready to commit.
 type snapshot struct {
-	cp        checkpoint.Checkpoint
-	seq       uint64
-	offsets   map[string]map[int]int64
-	fresh     int       // learners in it that were never stored
-	kernelW   []float64 // kernel weights of the last updated learner, if exposed
-	abandoned bool
-	changelog []kafka.Message // bundles and marker, written before Badger
+	cp         checkpoint.Checkpoint
+	seq        uint64
+	offsets    map[string]map[int]int64
+	fresh      int       // learners in it that were never stored
+	kernelW    []float64 // kernel weights of the last updated learner, if exposed
+	abandoned  bool
+	changelog  []kafka.Message // bundles and marker, written before Badger
+	erased     []string        // erased keys of the changelog records: tombstoned by the next checkpoint
+	tombstoned []string        // keys it tombstones (again candidates if it is abandoned)
 }
 
 type ckptResult struct {
@@ -169,6 +171,7 @@ func (w *worker) complete(res ckptResult) error {
 	w.ckptBusy = false
 	switch {
 	case res.err == nil:
+		w.tombstones = append(w.tombstones, res.snap.erased...)
 		w.cache.committed(res.snap.fresh)
 		w.p.c.checkpoints.Add(1)
 		w.onDiskGauge.Set(float64(w.cache.onDisk))
@@ -181,6 +184,7 @@ func (w *worker) complete(res ckptResult) error {
 		return res.err
 	}
 	w.cache.abandoned()
+	w.tombstones = append(w.tombstones, res.snap.tombstoned...)
 	w.carry = res.snap
 	w.log.Debug().Err(res.err).Msg("checkpoint abandoned; its changes go into the next one")
 	return nil

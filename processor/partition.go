@@ -49,6 +49,7 @@ type worker struct {
 	restored          bool
 	ckptSeq           uint64                   // sequence number of the last checkpoint (the changelog's markers)
 	skip              map[string]changelogSkip // keys whose restored state is ahead of the resume offsets
+	tombstones        []string                 // erased keys whose empty bundle a completed checkpoint wrote: tombstoned next
 	lagGauge          prometheus.Gauge
 	onDiskGauge       prometheus.Gauge
 	hard              context.Context // cancelled a bounded time after the worker's context
@@ -428,6 +429,8 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 		return w.decide(ctx, msg, r, ts, emit)
 	case kindLabel:
 		return w.label(ctx, msg, r, emit)
+	case kindDelete:
+		w.erase(msg.Key)
 	}
 	return nil
 }

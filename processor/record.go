@@ -17,10 +17,11 @@ const (
 	kindLabel                // id, y | id, reward (, arm): the delayed label or reward
 	kindDecision             // id, arms: choose (bandit) or rank (regression)
 	kindDead                 // dead-lettered
+	kindDelete               // id, delete: true: erase the key's learner and pending entries
 	numKinds
 )
 
-var kindNames = [numKinds]string{"features", "labeled", "label", "decision", "dead"}
+var kindNames = [numKinds]string{"features", "labeled", "label", "decision", "dead", "delete"}
 
 // Dead-letter reasons: the value of the kernelstream-error-reason header and
 // the label of the dead-letter metric.
@@ -114,6 +115,7 @@ const (
 	fArm
 	fArms
 	fTs
+	fDelete
 )
 
 // decode parses value. The returned record is valid until the next call.
@@ -161,6 +163,11 @@ func (d *decoder) decode(value []byte) (*record, error) {
 			case `"arms"`:
 				bit = fArms
 				err = d.armsList()
+			case `"delete"`:
+				bit = fDelete
+				if !d.literal("true") {
+					err = fail(reasonWrongType, "delete: want true")
+				}
 			case `"ts"`:
 				bit = fTs
 				var t float64
@@ -205,6 +212,10 @@ func (d *decoder) classify(got int) error {
 	labelled := got&(fY|fReward) != 0
 	r.hasY = labelled
 	switch {
+	case got&fDelete != 0 && got&^(fID|fDelete|fTs) != 0:
+		return fail(reasonBadFields, "delete goes with id (and ts) only")
+	case got&fDelete != 0:
+		r.kind = kindDelete
 	case got&fY != 0 && got&fReward != 0:
 		return fail(reasonBadFields, "y and reward together")
 	case got&fX != 0 && got&fArms != 0:
@@ -228,6 +239,15 @@ func (d *decoder) classify(got int) error {
 		return fail(reasonMissingField, "want x, arms, y or reward")
 	}
 	return nil
+}
+
+// literal consumes the JSON literal lit (true, false, null) if it is next.
+func (d *decoder) literal(lit string) bool {
+	if len(d.data)-d.pos < len(lit) || string(d.data[d.pos:d.pos+len(lit)]) != lit {
+		return false
+	}
+	d.pos += len(lit)
+	return true
 }
 
 func (d *decoder) skipWS() {

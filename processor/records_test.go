@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kernelstream/kernelstream/changelog"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -168,5 +169,78 @@ func TestLabelJoinAndExpiry(t *testing.T) {
 	}
 	if len(ts.emitted(tOut)) != 4 {
 		t.Errorf("%d predictions, want 4", len(ts.emitted(tOut)))
+	}
+}
+
+// TestDeleteKey: a delete record erases its key's learner and pending
+// entries at its offset; the key's next record starts a fresh learner, and
+// the checkpoint holds exactly what a replay of the records after the
+// delete gives.
+func TestDeleteKey(t *testing.T) {
+	t.Parallel()
+	before := stream(2, 10, 3, 41)
+	after := stream(2, 6, 3, 42)
+	ts := newTester(t, lmsSpec, func(c *Config) { c.MaxLearners = 1 }) // the erased key may be evicted, or not
+	ts.consume(before...)
+	ts.checkpoint() // the key's old state is in Badger
+	ts.consume(
+		testRecord{key: "user-0", value: `{"id":"del-1","delete":true}`},
+		testRecord{key: "user-1", value: `{"id":"del-2","delete":true,"x":[1,2,3]}`}, // bad: dead letter
+	)
+	if st := ts.w.p.Stats(); st.Records["delete"] != 1 || st.DeadLetters["bad_fields"] != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+	ts.consume(after...)
+	ts.consume(testRecord{key: "user-1", value: `{"id":"del-3","delete":true}`}) // and never seen again
+	// Reference: user-0 starts afresh with the records after the delete;
+	// user-1 is gone.
+	var ref []testRecord
+	for _, r := range after {
+		if r.key != "user-1" {
+			ref = append(ref, r)
+		}
+	}
+	want := replay(t, lmsSpec, ref, DefaultTopK)
+	checkStates(t, want, ts.close())
+}
+
+// TestDeleteKeyChangelog: the checkpoint after a delete writes the key's
+// empty bundle (its state is "nothing" from that checkpoint's offsets on),
+// and the checkpoint after that a tombstone, so compaction removes the key.
+func TestDeleteKeyChangelog(t *testing.T) {
+	t.Parallel()
+	ts := newTester(t, lmsSpec, nil)
+	ts.w.p.cfg.Changelog.Topic = "cl" // after the restore: the tester has no broker to restore from
+	ts.consume(stream(2, 5, 3, 43)...)
+	ts.consume(testRecord{key: "user-0", value: `{"id":"d","delete":true}`})
+	snap, err := ts.w.takeSnapshot()
+	if err != nil || snap == nil {
+		t.Fatal(snap, err)
+	}
+	var empty, marker bool
+	for _, m := range snap.changelog {
+		d, err := changelog.Decode(m.Key, m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case d.Marker != nil:
+			marker = true
+		case string(d.Routing) == "user-0":
+			empty = d.Bundle != nil && d.Bundle.Learner == nil && len(d.Bundle.Pending) == 0
+		}
+	}
+	if !empty || !marker || len(snap.erased) != 1 {
+		t.Fatalf("first checkpoint: empty bundle %v, marker %v, erased %v", empty, marker, snap.erased)
+	}
+	ts.w.tombstones = snap.erased // the checkpoint completed
+	ts.consume(testRecord{key: "user-1", value: `{"id":"late","x":[1,2,3],"y":1}`})
+	snap, err = ts.w.takeSnapshot()
+	if err != nil || snap == nil {
+		t.Fatal(snap, err)
+	}
+	first := snap.changelog[0]
+	if string(first.Key) != string(changelog.BundleKey([]byte("user-0"))) || first.Value != nil {
+		t.Fatalf("second checkpoint starts with %q=%q, want the tombstone of user-0", first.Key, first.Value)
 	}
 }

@@ -105,6 +105,7 @@ type counters struct {
 	changelogBytes   atomic.Int64 // their value bytes
 	changelogRead    atomic.Int64 // records read by restores
 	restores         atomic.Int64 // partitions restored from the changelog
+	erased           atomic.Int64 // keys deleted on request
 }
 
 // Expiry causes of pending entries.

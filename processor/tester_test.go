@@ -87,6 +87,7 @@ func (ts *tester) consume(recs ...testRecord) {
 		if err := ts.w.handle(context.Background(), msg, topic == tLabels); err != nil {
 			ts.t.Fatalf("handle %s/%d: %v", topic, off, err)
 		}
+		ts.w.sinceCkpt++ // as the run loop counts
 		ts.drain()
 	}
 }
