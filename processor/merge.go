@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -281,4 +282,25 @@ func (w *worker) hwm(ctx context.Context, lab bool) (int64, error) {
 		return 0, err
 	}
 	return rs[topic].last, nil
+}
+
+// readerMaxWait is how long a fetch may wait on the broker for data. With
+// MinBytes 1 the broker answers as soon as a record exists, so a longer wait
+// adds no latency to records, but closing a reader (revoke, shutdown) waits
+// for the fetch in flight: 1 s made every test restart measurably slower.
+// The cost of 250 ms: kafka-go uses it as the connection's read deadline
+// while asking the broker to wait 3/4 of it, so a heavily loaded broker can
+// miss the remaining 62 ms; the reader then logs an i/o timeout and retries
+// with backoff (nothing is lost; docs/pipeline.md, "Broker trouble").
+const readerMaxWait = 250 * time.Millisecond
+
+func (w *worker) newReader(topic string, offset int64, rl *readerLog) *kafka.Reader {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: w.cfg.Brokers, Topic: topic, Partition: w.part, Dialer: w.cfg.Dialer,
+		MinBytes: 1, MaxBytes: max(4*w.cfg.MaxValueBytes, 16<<20), MaxWait: readerMaxWait,
+		QueueCapacity: 1024, ReadBackoffMin: 100 * time.Millisecond, ReadBackoffMax: w.cfg.RetryBackoffMax,
+		ReadLagInterval: -1, ErrorLogger: rl, MaxAttempts: math.MaxInt32,
+	})
+	r.SetOffset(offset)
+	return r
 }

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -162,31 +161,6 @@ func (p *Processor) checkSpec(store *checkpoint.Store, parts int) error {
 	}
 	return fmt.Errorf("%w: partitions %s of CheckpointDir %q were written with another model spec; use a new directory (or consumer group) for a new model",
 		ErrSpecMismatch, strings.Join(s, ","), p.cfg.CheckpointDir)
-}
-
-// metaSpecHash reads the spec hash of a partition meta (encodeMeta's
-// layout: the version, three varints (four in version 2), the hash as 8
-// little-endian bytes).
-func metaSpecHash(b []byte) (uint64, error) {
-	if len(b) < 1 || (b[0] != 1 && b[0] != 2) {
-		return 0, errors.New("unknown partition meta version")
-	}
-	fields := 3
-	if b[0] == 2 {
-		fields = 4
-	}
-	b = b[1:]
-	for i := 0; i < fields; i++ {
-		_, n := binary.Varint(b)
-		if n <= 0 {
-			return 0, errors.New("corrupt partition meta")
-		}
-		b = b[n:]
-	}
-	if len(b) != 8 {
-		return 0, errors.New("corrupt partition meta")
-	}
-	return binary.LittleEndian.Uint64(b), nil
 }
 
 // errEmitterStopped: an output could not be queued because the emitter

@@ -1,0 +1,62 @@
+package processor
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+)
+
+// The worker's output path: predictions and dead letters handed to the
+// partition's emitter in sequence.
+
+// send queues a prediction for the output topic.
+func (w *worker) send(ctx context.Context, in *kafka.Message, out *prediction) error {
+	value := appendPrediction(make([]byte, 0, 192), out)
+	w.p.c.predictions.Add(1)
+	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value, Headers: w.propagated(in.Headers)}, input: in.Time, output: true})
+}
+
+// enqueue hands m to the emitter. It gives up only at the hard deadline
+// (the record in hand at shutdown is still emitted); a message given up
+// makes the final checkpoint impossible, so the records since the last one
+// are replayed by the next owner.
+func (w *worker) enqueue(_ context.Context, m outMsg) error {
+	w.seq++
+	m.seq = w.seq
+	select {
+	case w.em.ch <- m:
+		return nil
+	case <-w.em.done: // stopped by a non-retriable error (run's loop sees it)
+		w.lost = true
+		return errEmitterStopped
+	case <-w.hard.Done():
+		w.lost = true
+		return w.hard.Err()
+	}
+}
+
+// dead sends the record unchanged to the dead-letter topic with headers.
+func (w *worker) dead(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
+	c := &w.p.c
+	rs := reasonOf(err)
+	c.dead[rs].Add(1)
+	c.records[kindDead].Add(1)
+	w.rateLog("dead_"+reasonNames[rs], func(ev *zerolog.Event) {
+		ev.Str("reason", reasonNames[rs]).Str("error", err.Error()).Str("topic", msg.Topic).Int64("offset", msg.Offset).Msg("dead letter")
+	})
+	if !emit {
+		return nil
+	}
+	headers := make([]kafka.Header, 0, len(msg.Headers)+5)
+	headers = append(headers, msg.Headers...)
+	headers = append(headers,
+		kafka.Header{Key: headerReason, Value: []byte(reasonNames[rs])},
+		kafka.Header{Key: headerError, Value: []byte(err.Error())},
+		kafka.Header{Key: headerTopic, Value: []byte(msg.Topic)},
+		kafka.Header{Key: headerPartition, Value: []byte(strconv.Itoa(msg.Partition))},
+		kafka.Header{Key: headerOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
+	_ = w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: msg.Value, Headers: headers, Time: msg.Time}})
+	return nil
+}
