@@ -20,7 +20,7 @@ lint:
 	$(GO) vet $(PKGS)
 
 run:
-	$(GO) run ./cmd/consumer -demo
+	$(GO) run ./cmd/demo
 
 # The embedded broker alone, with the topics of CONFIG, on 127.0.0.1:19092,
 # for trying the service by hand (README, "Try the service").
@@ -42,7 +42,7 @@ bench-keys:
 # The recommendation demo: decisions answered by BKB per user, clicks from a
 # simulated audience, live click rate against random choice (docs/bandits.md).
 run-bandit:
-	$(GO) run ./cmd/consumer -demo bandit
+	$(GO) run ./cmd/demo bandit
 
 # Runs every fuzz target for FUZZTIME each (make test runs their seed corpora).
 FUZZTIME ?= 30s

@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/banditenv"
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/service"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -80,7 +78,7 @@ func TestBanditDecisionsEquivalence(t *testing.T) {
 			}
 			runCtx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
-			go func() { done <- serve(runCtx, cfg, testLogger(t), nil) }()
+			go func() { done <- service.Serve(runCtx, cfg, testLogger(t), nil) }()
 			for {
 				ok, err := caughtUpNonEmpty(ctx, addr, "equivalence", "decisions", parts)
 				if err == nil && ok {
@@ -106,45 +104,5 @@ func TestBanditDecisionsEquivalence(t *testing.T) {
 			t.Logf("%d decisions (%d outputs), %d rewards (%d clicks) over %d users: equal to the direct replay",
 				ref.decisions, outs, len(ref.msgs)-ref.decisions, ref.clicks, len(ref.states))
 		})
-	}
-}
-
-// TestBanditDemoStopsByItself runs `consumer -demo bandit -demo-records N`
-// in-process and checks that the click rate over the last decisions ends
-// clearly above the random-choice rate of the same offers. The environment
-// is seeded and each user's records do not depend on timing, so the figures
-// are the same on every run (0.493 over the first 1000 decisions, 0.588
-// over the last 1000, random choice 0.204 at the time of writing).
-func TestBanditDemoStopsByItself(t *testing.T) {
-	t.Parallel()
-	var out capture
-	code := run([]string{"-demo", "bandit", "-demo-records", "3000", "-demo-rate", "0", "-demo-port", "0",
-		"-demo-http", "127.0.0.1:0", "-demo-every", "200ms"}, &out, &out)
-	text := out.String()
-	if code != 0 {
-		t.Fatalf("demo exit %d:\n%s", code, text)
-	}
-	for _, want := range []string{"kcat -b 127.0.0.1:", "-t recommendations -C -o beginning -e", "click rate of a random choice",
-		"all 3000 decisions answered and their rewards learned by every model", "final bkb"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, text)
-		}
-	}
-	m := regexp.MustCompile(`final bkb +3000 decisions .* first 1000 decisions: ([0-9.]+) .* last 1000 decisions: ([0-9.]+) .* random choice ([0-9.]+) `).FindStringSubmatch(text)
-	if m == nil {
-		t.Fatalf("no final line with 3000 decisions:\n%s", text)
-	}
-	first, _ := strconv.ParseFloat(m[1], 64)
-	last, _ := strconv.ParseFloat(m[2], 64)
-	random, _ := strconv.ParseFloat(m[3], 64)
-	t.Logf("click rate: first 1000 %.3f, last 1000 %.3f, random choice %.3f", first, last, random)
-	if last < random+0.2 || last <= first {
-		t.Errorf("click rate over the last 1000 decisions %.3f: want clearly above random %.3f and above the first 1000 (%.3f)", last, random, first)
-	}
-
-	// -demo=bandit is the same mode; an unknown demo is a usage error.
-	out = capture{}
-	if code := run([]string{"-demo=nosuch"}, &out, &out); code != 2 {
-		t.Errorf("-demo=nosuch: exit %d: %s", code, out.String())
 	}
 }

@@ -1,12 +1,11 @@
 // Command consumer is the kernelstream service: it joins the consumer group
 // of its configuration, runs one online kernel learner per routing key,
 // writes a prediction per input record to the output topic and checkpoints
-// learner state with the input offsets in Badger (DESIGN.md).
+// learner state with the input offsets in Badger and the changelog topic
+// (docs/pipeline.md). The demos are cmd/demo.
 //
 //	consumer -config FILE           run the service (KERNELSTREAM_<SECTION>_<KEY> overrides)
 //	consumer -config FILE -check    validate the configuration and exit
-//	consumer -demo                  embedded broker + synthetic stream + live progress (make run)
-//	consumer -demo bandit           the same with decisions: a users-by-items click environment (make run-bandit)
 //	consumer -dump-state DIR        print the learners stored in a checkpoint directory
 //
 // Signals: SIGTERM or SIGINT cancels the processor, which finishes the
@@ -25,21 +24,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/buildinfo"
-	"github.com/kernelstream/kernelstream/internal/foreground"
+	"github.com/kernelstream/kernelstream/internal/service"
 	"github.com/kernelstream/kernelstream/processor"
 )
 
@@ -57,21 +52,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dumpState  = fs.String("dump-state", "", "print every learner stored in this checkpoint directory as JSON lines and exit")
 		dumpParts  = fs.Int("dump-partitions", 1024, "with -dump-state: partitions to look at (0..N-1)")
 		dumpBlobs  = fs.Bool("dump-blobs", false, "with -dump-state: include each state blob (base64)")
-		demo       demoFlags
 	)
-	demo.register(fs)
 	if code, done := buildinfo.ParseFlags(fs, args, stdout); done {
 		return code
 	}
-	if demo.enabled && fs.NArg() > 0 && fs.Arg(0) == "bandit" {
-		// `-demo bandit [flags]`: the flag package stops at "bandit".
-		demo.mode = "bandit"
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return 2
-		}
-	}
-	demo.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { demo.set[f.Name] = true })
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "consumer: unexpected arguments %q\n", fs.Args())
 		return 2
@@ -80,17 +64,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *dumpState != "":
 		if err := dumpStates(*dumpState, *dumpParts, *dumpBlobs, stdout); err != nil {
 			fmt.Fprintln(stderr, "consumer:", err)
-			return 1
-		}
-		return 0
-	case demo.enabled:
-		if code, ok := foreground.Run(); ok {
-			return code // the demo ran as the terminal's foreground job
-		}
-		ctx, stop := signalContext(stderr)
-		defer stop()
-		if err := runDemo(ctx, demo, stderr); err != nil {
-			fmt.Fprintln(stderr, "consumer: demo:", err)
 			return 1
 		}
 		return 0
@@ -118,9 +91,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "consumer:", err)
 		return 2
 	}
-	ctx, stop := signalContext(stderr)
+	ctx, stop := service.SignalContext("consumer", stderr)
 	defer stop()
-	if err := serve(ctx, cfg, logger, nil); err != nil {
+	if err := service.Serve(ctx, cfg, logger, nil); err != nil {
 		logger.Error().Err(err).Msg("consumer stopped with an error")
 		return exitCode(err)
 	}
@@ -146,43 +119,7 @@ func newLogger(c config.Log, w io.Writer) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("log.level: %w", err)
 	}
 	if c.Format == "console" {
-		w = consoleWriter(w)
+		w = service.ConsoleWriter(w)
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Str("service", "kernelstream").Logger(), nil
-}
-
-// consoleWriter is zerolog's human-readable format, coloured only when w is
-// a terminal (colour codes in a log file or a pipe are noise).
-func consoleWriter(w io.Writer) zerolog.ConsoleWriter {
-	f, ok := w.(*os.File)
-	tty := false
-	if ok {
-		if fi, err := f.Stat(); err == nil {
-			tty = fi.Mode()&os.ModeCharDevice != 0
-		}
-	}
-	return zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
-}
-
-// signalContext is cancelled by the first SIGTERM or SIGINT; a second one
-// exits the process at once with status 1 (an operator who insists).
-func signalContext(stderr io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
-	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case s := <-ch:
-			fmt.Fprintf(stderr, "consumer: second %v: exiting without waiting for the checkpoint\n", s)
-			os.Exit(1)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
 }

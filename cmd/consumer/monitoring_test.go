@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kernelstream/kernelstream/config"
+	"github.com/kernelstream/kernelstream/internal/service"
 )
 
 // describedNames is a Registerer that remembers the fully-qualified name of
@@ -52,7 +53,7 @@ func TestMonitoringUsesExistingMetrics(t *testing.T) {
 	cfg.Checkpoint.Dir = t.TempDir()
 	cfg.HTTP.Addr = ""
 	reg := &describedNames{Registerer: prometheus.NewRegistry(), names: map[string]bool{}}
-	if _, err := newProcessor(cfg, zerolog.Nop(), reg); err != nil {
+	if _, err := service.NewProcessor(cfg, zerolog.Nop(), reg); err != nil {
 		t.Fatal(err)
 	}
 	if len(reg.names) < 10 {

@@ -17,6 +17,7 @@ import (
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/service"
 	"github.com/kernelstream/kernelstream/internal/synth"
 )
 
@@ -85,7 +86,7 @@ func TestServeEndpoints(t *testing.T) {
 	base := "http://" + cfg.HTTP.Addr
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- serve(runCtx, cfg, zerolog.Nop(), nil) }()
+	go func() { done <- service.Serve(runCtx, cfg, zerolog.Nop(), nil) }()
 
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
@@ -149,22 +150,4 @@ func families(text string) string {
 		}
 	}
 	return fmt.Sprint(names)
-}
-
-// TestDemoStopsByItself runs `consumer -demo -demo-records N` in-process.
-func TestDemoStopsByItself(t *testing.T) {
-	t.Parallel()
-	var out capture
-	code := run([]string{"-demo", "-demo-records", "1500", "-demo-rate", "0", "-demo-port", "0",
-		"-demo-http", "127.0.0.1:0", "-demo-every", "200ms", "-demo-models", "aogd-ald,fogd"}, &out, &out)
-	text := out.String()
-	if code != 0 {
-		t.Fatalf("demo exit %d:\n%s", code, text)
-	}
-	for _, want := range []string{"kcat -b 127.0.0.1:", "-t predictions -C -o beginning -e", "predictions.fogd",
-		"all 1500 records predicted and learned by every model", "final aogd-ald", "final fogd", "progressive loss"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, text)
-		}
-	}
 }

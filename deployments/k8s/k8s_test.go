@@ -542,12 +542,12 @@ func checkHTTP(t *testing.T, objs []object, sts *appsv1.StatefulSet, c corev1.Co
 	}
 }
 
-// servedPaths returns the paths cmd/consumer registers on an HTTP mux
+// servedPaths returns the paths the consumer (internal/service) registers on an HTTP mux
 // (calls X.Handle("/path", ...) and X.HandleFunc("/path", ...) with a
 // literal path), read from its source: the binary the image runs.
 func servedPaths(t *testing.T) map[string]bool {
 	t.Helper()
-	dir := filepath.Join("..", "..", "cmd", "consumer")
+	dir := filepath.Join("..", "..", "internal", "service") // the consumer's HTTP server
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -1,6 +1,6 @@
 package banditenv
 
-// The click environment of the consumer's bandit demo (`consumer -demo
+// The click environment of the consumer's bandit demo (`demo
 // bandit`) and of its end-to-end tests: users choosing among recommended
 // items, the recommender being kernelstream with one bandit learner per user.
 //

@@ -1,6 +1,6 @@
 package main
 
-// The recommendation demo, `consumer -demo bandit` (make run-bandit): the
+// The recommendation demo, `demo bandit` (make run-bandit): the
 // consumer answers decision records ({"id","arms"}) with one bandit learner
 // per user, and a simulated audience (internal/banditenv.Clicks) clicks or
 // not on the chosen item; the click comes back a little later as a reward
@@ -25,42 +25,16 @@ import (
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/banditenv"
 	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/service"
 	"github.com/kernelstream/kernelstream/models"
 )
-
-// demoMode is the -demo flag: boolean (-demo: the stream demo) or a name
-// (-demo=bandit; `-demo bandit` is handled in run).
-type demoMode struct{ d *demoFlags }
-
-func (m demoMode) IsBoolFlag() bool { return true }
-
-func (m demoMode) String() string {
-	if m.d == nil || !m.d.enabled {
-		return ""
-	}
-	return m.d.mode
-}
-
-func (m demoMode) Set(s string) error {
-	switch s {
-	case "true", "stream":
-		m.d.enabled, m.d.mode = true, "stream"
-	case "bandit":
-		m.d.enabled, m.d.mode = true, "bandit"
-	case "false":
-		m.d.enabled = false
-	default:
-		return fmt.Errorf("want -demo, -demo bandit or -demo=bandit, not %q", s)
-	}
-	return nil
-}
 
 // Bandit demo defaults (used unless the flag is given).
 const (
 	banditDemoModels = "bkb"
 	banditDemoWindow = 1000 // decisions of the "recent" click rate
 	banditDemoSeed   = 1
-	banditDemoPlan   = 1000000 // decisions planned when -demo-records is 0
+	banditDemoPlan   = 1000000 // decisions planned when -records is 0
 )
 
 // banditDemoSpec is the model of algorithm alg in the bandit demo: the
@@ -323,11 +297,11 @@ func (l *banditLoop) final() string {
 
 func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	algs := d.models
-	if !d.set["demo-models"] {
+	if !d.set["models"] {
 		algs = banditDemoModels
 	}
 	users := 0 // the environment's default
-	if d.set["demo-keys"] {
+	if d.set["keys"] {
 		users = d.keys
 	}
 	env, err := banditenv.NewClicks(banditenv.ClickConfig{Users: users}, banditDemoSeed)
@@ -336,7 +310,7 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	}
 	ec := env.Config()
 	rate := d.rate
-	if !d.set["demo-rate"] {
+	if !d.set["rate"] {
 		// As fast as the loop goes: at a capped rate the feeder writes
 		// tiny batches and the consumer's fetches were seen timing out
 		// against the embedded broker (throughput fell to ~100/s).
@@ -351,7 +325,7 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		a = strings.TrimSpace(a)
 		l := newBanditLoop(i, a, env, n)
 		if err := l.spec.Validate(); err != nil {
-			return fmt.Errorf("-demo-models %s: %w", a, err)
+			return fmt.Errorf("-models %s: %w", a, err)
 		}
 		loops = append(loops, l)
 	}
@@ -392,7 +366,7 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	logger := zerolog.New(consoleWriter(out)).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
+	logger := zerolog.New(service.ConsoleWriter(out)).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
 	var wg sync.WaitGroup
 	errs := make([]error, 2*len(loops))
 	for i, l := range loops {
@@ -408,7 +382,7 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			errs[2*i] = serve(runCtx, cfg, logger.With().Str("model", l.alg).Logger(), l.model.set)
+			errs[2*i] = service.Serve(runCtx, cfg, logger.With().Str("model", l.alg).Logger(), l.model.set)
 			if errs[2*i] != nil {
 				cancel()
 			}

@@ -1,4 +1,7 @@
-package main
+// Package service runs one kernelstream processor as a service: its metrics
+// registry, its HTTP endpoints (/metrics, /healthz, /readyz) and its bounded
+// shutdown. cmd/consumer is the service's command; the demos run several.
+package service
 
 import (
 	"context"
@@ -18,11 +21,11 @@ import (
 	"github.com/kernelstream/kernelstream/processor"
 )
 
-// newProcessor builds the processor of cfg and registers every metric the
+// NewProcessor builds the processor of cfg and registers every metric the
 // service exports in reg: the Go runtime's, the process's, the build's and
 // the processor's (the dashboards and alert rules under deployments/ are
 // tested against this set).
-func newProcessor(cfg config.Config, logger zerolog.Logger, reg prometheus.Registerer) (*processor.Processor, error) {
+func NewProcessor(cfg config.Config, logger zerolog.Logger, reg prometheus.Registerer) (*processor.Processor, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	pcfg, err := cfg.ProcessorConfig(logger, reg)
 	if err != nil {
@@ -36,13 +39,13 @@ func newProcessor(cfg config.Config, logger zerolog.Logger, reg prometheus.Regis
 	return processor.New(pcfg)
 }
 
-// serve runs one processor with its HTTP endpoints until ctx is cancelled
+// Serve runs one processor with its HTTP endpoints until ctx is cancelled
 // and the processor has shut down. started, if set, receives the processor
 // once it exists (the demo reads its Stats).
-func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, started func(*processor.Processor)) error {
+func Serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, started func(*processor.Processor)) error {
 	logger.Info().Object("config", cfg).Msg("starting")
 	reg := prometheus.NewRegistry()
-	p, err := newProcessor(cfg, logger, reg)
+	p, err := NewProcessor(cfg, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -58,7 +61,7 @@ func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 		// Not ready once shutting down: Kubernetes stops routing to a pod
 		// that is leaving.
 		ready := func() bool { return ctx.Err() == nil && p.Ready() }
-		srv = &http.Server{Handler: handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+		srv = &http.Server{Handler: Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error().Err(err).Str("addr", cfg.HTTP.Addr).Msg("http server failed")
@@ -98,8 +101,8 @@ func serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 	return nil
 }
 
-// handler serves the three operational endpoints.
-func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
+// Handler serves the three operational endpoints.
+func Handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -17,6 +17,7 @@ import (
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/service"
 	"github.com/kernelstream/kernelstream/internal/synth"
 	"github.com/kernelstream/kernelstream/models"
 	"github.com/kernelstream/kernelstream/processor"
@@ -27,8 +28,7 @@ import (
 const DemoPort = 19092
 
 type demoFlags struct {
-	enabled  bool
-	mode     string          // "stream" (-demo) or "bandit" (-demo bandit, -demo=bandit)
+	mode     string          // "stream" or "bandit" (the first argument)
 	set      map[string]bool // flags given on the command line (the bandit demo has its own defaults)
 	port     int
 	records  int
@@ -42,16 +42,15 @@ type demoFlags struct {
 }
 
 func (d *demoFlags) register(fs *flag.FlagSet) {
-	fs.Var(demoMode{d}, "demo", "run the demo: embedded broker, synthetic stream with delayed labels, live progress on stderr; `-demo bandit`: the recommendation demo (decisions and clicks)")
-	fs.IntVar(&d.port, "demo-port", DemoPort, "demo broker port on 127.0.0.1 (0 = any free port)")
-	fs.IntVar(&d.records, "demo-records", 0, "stop after this many feature records are predicted and learned (bandit demo: decisions answered and rewarded) (0 = run until Ctrl-C)")
-	fs.IntVar(&d.keys, "demo-keys", 6, "routing keys of the synthetic stream (bandit demo: users, default 20)")
-	fs.Float64Var(&d.rate, "demo-rate", 2000, "feature records per second fed to the broker (bandit demo: decisions per second, default unlimited) (0 = as fast as possible)")
-	fs.StringVar(&d.models, "demo-models", "aogd-ald,nons-ald,fogd", "comma-separated algorithms, one consumer group each; the first writes to topic predictions, the others to predictions.<algorithm> (bandit demo: default bkb, topics decisions[.<algorithm>] and recommendations[.<algorithm>])")
-	fs.StringVar(&d.dir, "demo-dir", "", "empty or new directory for the demo's checkpoints, kept at exit (default: a temporary directory, removed at exit)")
-	fs.StringVar(&d.httpAddr, "demo-http", "127.0.0.1:8080", "HTTP address of the first model's /metrics /healthz /readyz (empty = none)")
-	fs.StringVar(&d.logLevel, "demo-log-level", "warn", "log level of the demo's consumers")
-	fs.DurationVar(&d.every, "demo-every", 2*time.Second, "progress interval")
+	fs.IntVar(&d.port, "port", DemoPort, "demo broker port on 127.0.0.1 (0 = any free port)")
+	fs.IntVar(&d.records, "records", 0, "stop after this many feature records are predicted and learned (bandit demo: decisions answered and rewarded) (0 = run until Ctrl-C)")
+	fs.IntVar(&d.keys, "keys", 6, "routing keys of the synthetic stream (bandit demo: users, default 20)")
+	fs.Float64Var(&d.rate, "rate", 2000, "feature records per second fed to the broker (bandit demo: decisions per second, default unlimited) (0 = as fast as possible)")
+	fs.StringVar(&d.models, "models", "aogd-ald,nons-ald,fogd", "comma-separated algorithms, one consumer group each; the first writes to topic predictions, the others to predictions.<algorithm> (bandit demo: default bkb, topics decisions[.<algorithm>] and recommendations[.<algorithm>])")
+	fs.StringVar(&d.dir, "dir", "", "empty or new directory for the demo's checkpoints, kept at exit (default: a temporary directory, removed at exit)")
+	fs.StringVar(&d.httpAddr, "http", "127.0.0.1:8080", "HTTP address of the first model's /metrics /healthz /readyz (empty = none)")
+	fs.StringVar(&d.logLevel, "log-level", "warn", "log level of the demo's consumers")
+	fs.DurationVar(&d.every, "every", 2*time.Second, "progress interval")
 }
 
 // Demo topics and stream shape.
@@ -121,7 +120,7 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	for i, a := range algs {
 		algs[i] = strings.TrimSpace(a)
 		if err := demoSpec(algs[i]).Validate(); err != nil {
-			return fmt.Errorf("-demo-models %s: %w", algs[i], err)
+			return fmt.Errorf("-models %s: %w", algs[i], err)
 		}
 	}
 	dir, removeDir, err := demoStateDir(d.dir, "kernelstream-demo-")
@@ -158,7 +157,7 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	logger := zerolog.New(consoleWriter(out)).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
+	logger := zerolog.New(service.ConsoleWriter(out)).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
 	var wg sync.WaitGroup
 	errs := make([]error, len(ms)+1)
 	for i, m := range ms {
@@ -169,7 +168,7 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = serve(runCtx, cfg, logger.With().Str("model", m.alg).Logger(), m.set)
+			errs[i] = service.Serve(runCtx, cfg, logger.With().Str("model", m.alg).Logger(), m.set)
 			if errs[i] != nil {
 				cancel()
 			}
@@ -249,7 +248,7 @@ func runDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 func demoStateDir(dir, prefix string) (string, func(), error) {
 	if dir != "" {
 		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-			return "", nil, fmt.Errorf("-demo-dir %s is not empty: the demo's broker starts empty, so give a new directory", dir)
+			return "", nil, fmt.Errorf("-dir %s is not empty: the demo's broker starts empty, so give a new directory", dir)
 		}
 		return dir, func() {}, nil
 	}
@@ -266,7 +265,7 @@ func demoStateDir(dir, prefix string) (string, func(), error) {
 func startDemoBroker(ctx context.Context, port int, topics []string) (*broker.Broker, string, error) {
 	b, err := broker.Start(broker.Options{Port: port})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w (is another demo running? try -demo-port 0)", err)
+		return nil, "", fmt.Errorf("%w (is another demo running? try -port 0)", err)
 	}
 	if err := b.CreateTopics(ctx, demoPartitions, topics...); err != nil {
 		b.Close()
@@ -275,13 +274,13 @@ func startDemoBroker(ctx context.Context, port int, topics []string) (*broker.Br
 	return b, b.Addrs()[0], nil
 }
 
-// resolveDemoHTTP resolves port 0 of the -demo-http address now, so that the
+// resolveDemoHTTP resolves port 0 of the -http address now, so that the
 // printed URL is the real one.
 func resolveDemoHTTP(addr string) (string, error) {
 	if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return "", fmt.Errorf("-demo-http: %w", err)
+			return "", fmt.Errorf("-http: %w", err)
 		}
 		addr = ln.Addr().String()
 		ln.Close()
