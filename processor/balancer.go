@@ -46,7 +46,7 @@ package processor
 // restarts, which is why the engine should state claims.
 //
 // The unit of assignment is the partition number, not the topic-partition:
-// the labels topic is co-partitioned with the input (DESIGN.md), and the
+// the labels topic is co-partitioned with the input (docs/pipeline.md), and the
 // pending-label join needs partition k of both topics on the same member.
 // A member that does not subscribe to a topic never receives its partitions;
 // they fall to the least loaded subscriber of that topic.

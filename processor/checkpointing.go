@@ -18,7 +18,7 @@ import (
 //     learners serialized (and the blobs of evicted ones), the pending-map
 //     changes, the meta with the next offsets, and the sequence number of the
 //     last output emitted. The worker then goes on with the next records.
-//   - on its own goroutine, commitSnapshot runs the protocol of DESIGN.md on
+//   - on its own goroutine, commitSnapshot runs the protocol of docs/pipeline.md on
 //     the snapshot: (1) wait until the emitter has every output up to that
 //     sequence number acknowledged, (2) Badger commit (atomic, package
 //     checkpoint), (3) group commit of the offsets.

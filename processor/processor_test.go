@@ -87,7 +87,7 @@ func TestLabelsTopic(t *testing.T) {
 
 // TestRestart stops the processor mid-stream (context cancel) and restarts
 // it on the same Badger directory; then a member with an empty disk takes
-// the partitions over (the gap replay of DESIGN.md). Final states equal an
+// the partitions over (the gap replay of docs/pipeline.md). Final states equal an
 // uninterrupted run, every id has a prediction, and the checkpoints are
 // forced through the staged (multi-transaction) path.
 func TestRestart(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// Record kinds (the rows of the wire contract in DESIGN.md).
+// Record kinds (the rows of the wire contract, docs/pipeline.md "Records").
 type kind uint8
 
 const (

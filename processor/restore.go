@@ -8,7 +8,7 @@ import (
 )
 
 // restore loads the partition's checkpoint and decides where to read from
-// and from where to emit (DESIGN.md, "On assignment").
+// and from where to emit (docs/pipeline.md, "Checkpoints and recovery").
 func (w *worker) restore(groupIn, groupLab int64) error {
 	cfg := w.cfg
 	start := kafka.FirstOffset

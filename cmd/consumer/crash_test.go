@@ -29,7 +29,7 @@ const (
 	crashGrace      = 15 * time.Second // shutdown.grace of fmtConfig: SIGTERM must exit 0 within it
 )
 
-// TestCrashSafety is the reliability contract of DESIGN.md: the consumer
+// TestCrashSafety is the reliability contract of docs/pipeline.md ("Guarantees"): the consumer
 // runs as a separate process and is killed with SIGKILL at several random
 // (seeded) moments of a 100k-record stream, each time restarted on the same
 // checkpoint directory. At the end every learner's state bytes equal those

@@ -39,7 +39,7 @@ const (
 
 // banditDemoSpec is the model of algorithm alg in the bandit demo: the
 // items' dimension, a Gaussian kernel of width 1 and, for the bandit
-// learners, xi = 1/2 (rewards in [0,1] are 1/2-sub-Gaussian, spec §13.2),
+// learners, xi = 1/2 (rewards in [0,1] are 1/2-sub-Gaussian; Calandriello et al., COLT 2019, Sec. 2),
 // a constant radius beta = 1 (the theoretical radii keep exploring for
 // thousands of rounds, docs/bandits.md). Other algorithms rank the
 // candidates with their defaults; the demo takes the top one.

@@ -34,7 +34,7 @@ func newEnv(env string, kern models.Kernel, arms, dim int, seed uint64) (*bandit
 // its own environment and its own learner randomness.
 func banditKey(seed uint64) string { return "bandit-" + strconv.FormatUint(seed, 10) }
 
-// runBandit plays a synthetic kernel bandit (DESIGN.md: eval -bandit gp;
+// runBandit plays a synthetic kernel bandit (README.md: eval -bandit gp;
 // environment in internal/banditenv, drawn from seed with the model's
 // kernel). Each round the learner chooses among all arms, gets f(arm) plus
 // Gaussian noise (noise drawn from a second PRNG seeded from seed) and

@@ -1,7 +1,7 @@
 // Command eval replays a dataset through one learner in the online protocol
 // (predict, then update) and reports what the papers report: progressive MSE,
 // mistake rate, mean loss, dictionary size and time per pass. With -bandit it
-// plays a synthetic kernel bandit instead. See DESIGN.md "Command-line contracts".
+// plays a synthetic kernel bandit instead. Flags and output: README.md, "Offline evaluation".
 package main
 
 import (

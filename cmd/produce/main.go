@@ -1,5 +1,5 @@
 // Command produce replays a dataset file or a synthetic stream into a Kafka
-// topic as input records of the wire contract (DESIGN.md):
+// topic as input records of the wire contract (docs/pipeline.md, "Records"):
 //
 //	produce -brokers B -topic T -data FILE|-synthetic NAME [-keys N] [-rate R] [-labels inline|delayed] [-n N]
 //

@@ -4,7 +4,7 @@ package banditenv
 // bandit`) and of its end-to-end tests: users choosing among recommended
 // items, the recommender being kernelstream with one bandit learner per user.
 //
-// Construction (ours; spec seed-002-003 §13.2 maps BKB onto recommendation
+// Construction (ours; docs/bandits.md maps BKB onto recommendation
 // but P003 has no such experiment):
 //   - U users, each with a hidden preference vector theta_u uniform on the
 //     unit sphere of R^D;

@@ -3,7 +3,7 @@
 // reward function drawn from the kernel's RKHS with a fixed norm, observed
 // with Gaussian noise.
 //
-// Construction (spec seed-002-003 §12.2 [SUGGESTION] (a): "sample f from the
+// Construction (a [SUGGEST] choice after Calandriello et al., COLT 2019, Sec. 5 (a): "sample f from the
 // service kernel on a finite arm set"; P003 has no bandit experiment of its
 // own, so this setup is ours):
 //   - arms: A points uniform in the cube [-1,1]^D (the papers scale inputs to

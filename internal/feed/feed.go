@@ -1,5 +1,5 @@
 // Package feed turns labelled examples (a dataset file or a synthetic
-// stream) into input records of the wire contract (DESIGN.md) and writes
+// stream) into input records of the wire contract (docs/pipeline.md) and writes
 // them to Kafka. cmd/produce, the consumer's demo, the end-to-end tests and
 // the benchmarks all feed through it, so the record format lives here once.
 //

@@ -4,7 +4,7 @@ import "math"
 
 // Tri is an n x n lower-triangular matrix packed by rows: element (i, k),
 // k <= i, is Data[i(i+1)/2 + k]. Appending a row is an append, which is how
-// Cholesky factors of growing dictionaries grow (spec seed-000 §0.4 [SUGGEST]).
+// Cholesky factors of growing dictionaries grow (a [SUGGEST] choice for the dictionaries of Li & Liao, ICML 2023; docs/regression.md).
 type Tri struct {
 	N    int
 	Data []float64
