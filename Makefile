@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz image broker
+.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz image broker soak
 
 build:
 	$(GO) build $(PKGS)
@@ -61,3 +61,11 @@ IMAGE ?= ghcr.io/kernelstream/kernelstream-consumer
 VERSION ?= devel
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) .
+
+# Soak: the README's configuration and the demo's other two models, each a
+# consumer process, at 2,000 feature records/s for SOAK_MINUTES against the
+# embedded broker; samples state directory, live state and resident memory
+# every 10 s and checks their bounds (docs/soak.md).
+SOAK_MINUTES ?= 30
+soak:
+	$(GO) run ./cmd/soak -minutes $(SOAK_MINUTES) -out soak.csv
