@@ -77,6 +77,7 @@
 //     in only if finite; an incremental step is checked before it is applied
 //     and, should the result still be non-finite, the posterior is rebuilt
 //     from the unchanged state. Counts, S and the PRNG roll back either way.
+
 package models
 
 import (

@@ -41,6 +41,7 @@
 //     returns ErrRoundCap and the learner keeps its state (it still chooses).
 //     The state blob holds L: about 4 t^2 bytes (64 MiB at t = 4096); GP-UCB
 //     is an offline oracle, use bkb in the service.
+
 package models
 
 import (
