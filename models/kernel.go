@@ -26,6 +26,8 @@ type KernelSpec struct {
 	Degree int `json:"degree,omitempty"`
 	// C is the polynomial kernel's offset. Default 1.
 	C float64 `json:"c,omitempty"`
+
+	given kernelGiven // fields present in the decoded document (kernel_spec.go)
 }
 
 // Gaussian is k(x,v) = exp(-||x-v||^2 / (2 sigma^2)).
@@ -77,27 +79,27 @@ func ipow(b float64, n int) float64 {
 func (s KernelSpec) Build() (Kernel, error) {
 	switch s.Type {
 	case "", "gaussian", "rbf":
-		sigma, err := positiveOr(s.Sigma, 1, "kernel.sigma")
+		sigma, err := s.kernelWidth(1)
 		if err != nil {
 			return nil, err
 		}
 		return NewGaussian(sigma), nil
 	case "laplacian":
-		sigma, err := positiveOr(s.Sigma, 1, "kernel.sigma")
+		sigma, err := s.kernelWidth(1)
 		if err != nil {
 			return nil, err
 		}
 		return Laplacian{Sigma: sigma}, nil
 	case "polynomial":
 		deg := s.Degree
-		if deg == 0 {
+		if deg == 0 && s.given&givenDegree == 0 {
 			deg = 2
 		}
 		if deg < 1 || deg > 16 {
 			return nil, fmt.Errorf("%w: kernel.degree %d out of range [1,16]", ErrSpec, s.Degree)
 		}
-		c := s.C
-		if c == 0 {
+		c := s.C // an explicit 0 is valid: the homogeneous polynomial kernel
+		if c == 0 && s.given&givenC == 0 {
 			c = 1
 		}
 		if c < 0 || isBad(c) {
@@ -108,16 +110,6 @@ func (s KernelSpec) Build() (Kernel, error) {
 		return Linear{}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown kernel.type %q (want gaussian, laplacian, polynomial or linear)", ErrSpec, s.Type)
-}
-
-func positiveOr(v, def float64, name string) (float64, error) {
-	if v == 0 {
-		return def, nil
-	}
-	if !(v > 0) || isBad(v) {
-		return 0, fmt.Errorf("%w: %s = %v must be > 0", ErrSpec, name, v)
-	}
-	return v, nil
 }
 
 func isBad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
