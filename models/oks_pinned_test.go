@@ -95,9 +95,9 @@ type refOKS struct {
 }
 
 func (r *refOKS) consts() (delta, eta, lambda float64) {
-	delta = math.Pow(r.K/r.T, 1.0/3)                                 // (G/lmax)^{2/3} K^{1/3} T^{-1/3}
+	delta = math.Pow(r.K/r.T, 1.0/3)                                // (G/lmax)^{2/3} K^{1/3} T^{-1/3}
 	eta = math.Sqrt(2*(1-delta)*math.Log(r.K)) / math.Sqrt(r.K*r.T) // lmax = 1
-	lambda = r.scale * math.Sqrt(delta/(r.K*r.T))                    // G = 1
+	lambda = r.scale * math.Sqrt(delta/(r.K*r.T))                   // G = 1
 	return
 }
 
@@ -165,7 +165,7 @@ func newRefIOKS(k int, u, t, g1, eta1, delta float64) *refIOKS {
 
 func (r *refIOKS) round(arm int, p, _, loss, deriv float64) float64 {
 	gt := deriv / p
-	r.G2[arm] += gt * gt // k(x,x) = 1
+	r.G2[arm] += gt * gt                                  // k(x,x) = 1
 	lambda := r.U / (math.Sqrt2 * math.Sqrt(1+r.G2[arm])) // eq. (6)
 	m := 0.0
 	for _, e := range r.eta {
