@@ -59,6 +59,50 @@ func (r *refArm) step(x []float64, coef, radius float64) {
 	}
 }
 
+// refArmer is a reference base learner: kernel expansion or random features.
+type refArmer interface {
+	f(x []float64) float64
+	step(x []float64, coef, radius float64)
+}
+
+// refRFArm is Sec. 5's random-feature arm: f(x) = v'z(x) with
+// z(x) = D^{-1/2} [cos(w_j'x/sigma), sin(w_j'x/sigma)]_j and eq. (8)'s step
+// v <- clip(v + coef z(x)) coordinate-wise; omega is the learner's frequency
+// matrix (d x D, column j = w_j), the only thing taken from it.
+type refRFArm struct {
+	sigma, clip float64
+	omega       []float64
+	d, D        int
+	v           []float64
+}
+
+func (r *refRFArm) z(x []float64) []float64 {
+	z := make([]float64, 2*r.D)
+	for j := range r.D {
+		a := 0.0
+		for k := range r.d {
+			a += r.omega[k*r.D+j] * x[k]
+		}
+		z[2*j] = math.Cos(a/r.sigma) / math.Sqrt(float64(r.D))
+		z[2*j+1] = math.Sin(a/r.sigma) / math.Sqrt(float64(r.D))
+	}
+	return z
+}
+
+func (r *refRFArm) f(x []float64) float64 {
+	s := 0.0
+	for j, zj := range r.z(x) {
+		s += r.v[j] * zj
+	}
+	return s
+}
+
+func (r *refRFArm) step(x []float64, coef, _ float64) {
+	for j, zj := range r.z(x) {
+		r.v[j] = math.Max(-r.clip, math.Min(r.clip, r.v[j]+coef*zj))
+	}
+}
+
 // refRule is one selection rule: given the played arm, p and q at prediction
 // time, the square loss and its derivative, it updates its p and q and returns
 // lambda_{t,I_t}.
@@ -239,6 +283,12 @@ func TestOKSFamilyFirstRoundsMatchDenseReference(t *testing.T) {
 			func() refRule {
 				return &refOKSPlus{K: 2, U: 1, C0: 4, G: 1, D: make([]float64, 2), L: make([]float64, 2), p: []float64{0.5, 0.5}, q: []float64{0.5, 0.5}}
 			}, 1, 1e-12, 1},
+		{"rf-oks++", map[string]any{"U": 1, "C0": 4, "G": 1, "D": 8, "clip": 0.3},
+			func() refRule {
+				return &refOKSPlus{K: 2, U: 1, C0: 4, G: 1, D: make([]float64, 2), L: make([]float64, 2), p: []float64{0.5, 0.5}, q: []float64{0.5, 0.5}}
+			}, 1, 1e-9, 1},
+		{"rf-ioks", map[string]any{"U": 1, "T": T, "G1": 4, "lmax": 1, "D": 8, "clip": 0.3},
+			func() refRule { return newRefIOKS(2, 1, T, 4, 0, -1) }, 1, 1e-9, 1},
 		{"ioks", map[string]any{"U": 1, "T": T, "G1": 4, "lmax": 1},
 			func() refRule { return newRefIOKS(2, 1, T, 4, 0, -1) }, 1, 1e-9, 1},
 		// A large eta_1 reaches eq. (4)'s clipping and Alg. 2's eta increase.
@@ -256,7 +306,13 @@ func TestOKSFamilyFirstRoundsMatchDenseReference(t *testing.T) {
 			}
 			l := mustNew(t, Spec{Algorithm: tc.alg, Dim: 2, Loss: "square", Params: params, Seed: 3}, "pin").(*oksLearner)
 			ref := tc.ref()
-			arms := []*refArm{{sigma: sigmas[0]}, {sigma: sigmas[1]}}
+			arms := []refArmer{&refArm{sigma: sigmas[0]}, &refArm{sigma: sigmas[1]}}
+			if rf, ok := l.arms.(*rfArms); ok {
+				om := append([]float64(nil), rf.omega...)
+				for i, sg := range sigmas {
+					arms[i] = &refRFArm{sigma: sg, clip: 0.3, omega: om, d: 2, D: 8, v: make([]float64, 16)}
+				}
+			}
 			played := map[int]bool{}
 			yScale := tc.yScale
 			if yScale == 0 {
