@@ -20,11 +20,15 @@ type KernelSpec struct {
 	// Type is gaussian (default), laplacian, polynomial or linear.
 	Type string `json:"type"`
 	// Sigma is the width of the gaussian exp(-||x-v||^2/(2 sigma^2)) and the
-	// laplacian exp(-||x-v||/sigma) kernels. Default 1.
+	// laplacian exp(-||x-v||/sigma) kernels. Default 1 when absent; a given
+	// value must lie in [1e-150, 1e150] (so 1/(2 sigma^2) is finite and
+	// non-zero): an explicit 0 is an error, not the default.
 	Sigma float64 `json:"sigma,omitempty"`
-	// Degree of the polynomial kernel (x.v + C)^Degree. Default 2.
+	// Degree of the polynomial kernel (x.v + C)^Degree. Default 2 when
+	// absent; an explicit 0 is an error.
 	Degree int `json:"degree,omitempty"`
-	// C is the polynomial kernel's offset. Default 1.
+	// C is the polynomial kernel's offset. Default 1 when absent; an explicit
+	// 0 is the homogeneous kernel.
 	C float64 `json:"c,omitempty"`
 
 	given kernelGiven // fields present in the decoded document (kernel_spec.go)
