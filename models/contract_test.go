@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // The numerical contract (issue 12; input.go) over every registered
@@ -211,6 +213,24 @@ func TestSpecZeroIsNotDefault(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: err = %v, want an error naming %s", tc.spec, err, tc.field)
+		}
+	}
+}
+
+// The consumer's YAML config decodes the same distinction.
+func TestSpecZeroIsNotDefaultYAML(t *testing.T) {
+	for doc, bad := range map[string]bool{
+		"algorithm: kogd\ndim: 2\nkernel:\n  type: gaussian\n  sigma: 0\n": true,
+		"algorithm: kogd\ndim: 2\nkernel:\n  type: gaussian\n":             false,
+		"algorithm: kogd\ndim: 2\nkernel:\n  sigma: 3\n":                   false,
+	} {
+		var sp Spec
+		if err := yaml.Unmarshal([]byte(doc), &sp); err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		err := sp.Validate()
+		if bad != (err != nil) || (bad && !strings.Contains(err.Error(), "kernel.sigma")) {
+			t.Errorf("%q: err = %v, want error naming kernel.sigma: %v", doc, err, bad)
 		}
 	}
 }
