@@ -174,7 +174,16 @@ func (l *aogdALD) ensureScratch(n int) {
 
 func (l *aogdALD) Size() int { return l.S.size() }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *aogdALD) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.d); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *aogdALD) predict(x []float64) Prediction {
 	kv := l.kv[:l.S.size()]
 	KernelVector(l.kern, kv, l.S.x, x)
 	l.memo.store(x, uint64(l.t))
@@ -182,6 +191,9 @@ func (l *aogdALD) Predict(x []float64) Prediction {
 }
 
 func (l *aogdALD) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("aogd-ald", x, l.d, y); err != nil {
+		return err
+	}
 	if isBad(y) || !linalg.AllFinite(x) {
 		return fmt.Errorf("aogd-ald: %w (label %v or features)", ErrNumerical, y)
 	}

@@ -602,11 +602,11 @@ func (b *BKB) posterior(x []float64) (mean, s2 float64) {
 
 // Predict returns the approximate posterior mean and std (reward units) of f(x).
 func (b *BKB) Predict(x []float64) Prediction {
-	if len(x) != b.dim {
-		panic(fmt.Sprintf("bkb: x has dimension %d, want %d", len(x), b.dim))
+	if err := checkInput(x, b.dim); err != nil { // input.go: flagged, never a panic
+		return invalidPrediction(err)
 	}
 	mean, s2 := b.posterior(x)
-	return Prediction{Value: mean, Std: math.Sqrt(b.bp.lambda * s2), Choice: -1, Prob: 1}
+	return finitePrediction(Prediction{Value: mean, Std: math.Sqrt(b.bp.lambda * s2), Choice: -1, Prob: 1})
 }
 
 // Update is Observe (the Learner view of a bandit: y is the reward of x).
@@ -627,10 +627,10 @@ func (b *BKB) slotOf(x []float64) int {
 // new dictionary is the old one (plus, for a new arm, that arm), and
 // rebuilds it otherwise.
 func (b *BKB) Observe(x []float64, reward float64) error {
-	if len(x) != b.dim {
-		panic(fmt.Sprintf("bkb: x has dimension %d, want %d", len(x), b.dim))
+	if len(x) != b.dim { // input.go: an error, never a panic
+		return fmt.Errorf("bkb: len(x) = %d, want dim = %d: %w", len(x), b.dim, ErrDim)
 	}
-	if !linalg.AllFinite(x) || math.IsNaN(reward) || math.IsInf(reward, 0) {
+	if checkInput(x, b.dim) != nil || math.IsNaN(reward) || math.IsInf(reward, 0) { // input.go: also an overflowing ||x||^2
 		return fmt.Errorf("bkb: non-finite input: %w", ErrNumerical)
 	}
 	slot := b.slotOf(x)

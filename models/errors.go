@@ -12,3 +12,6 @@ var ErrState = errors.New("invalid learner state")
 
 // ErrSpec reports an invalid model spec.
 var ErrSpec = errors.New("invalid model spec")
+
+// ErrDim reports an instance whose length is not the spec's dim.
+var ErrDim = errors.New("input length differs from the model's dim")

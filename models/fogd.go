@@ -103,13 +103,25 @@ func (l *fogd) features(dst, x []float64) {
 	}
 }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *fogd) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.d); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *fogd) predict(x []float64) Prediction {
 	l.features(l.memoZ, x)
 	l.memo.store(x, 0)
 	return Prediction{Value: linalg.Dot(l.w, l.memoZ), Choice: -1, Prob: 1}
 }
 
 func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("fogd", x, l.d, y); err != nil {
+		return err
+	}
 	if l.cls {
 		y = Label(y)
 	}

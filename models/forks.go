@@ -243,7 +243,16 @@ func (l *forks) clamp(z float64) float64 {
 
 // Predict is f = sum_i alpha_i kappa(SV_i, x) in stage 1 and
 // f = phi^T Proj(v) = clamp(phi^T v, -C, C) in stage 2 (Eq. 10b).
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *forks) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.d); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *forks) predict(x []float64) Prediction {
 	var f float64
 	if !l.sketched {
 		f = l.st1.score(l.kern, x)
@@ -260,6 +269,9 @@ func (l *forks) Predict(x []float64) Prediction {
 }
 
 func (l *forks) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("forks", x, l.d, y); err != nil {
+		return err
+	}
 	y = l.label(y)
 	if !l.sketched {
 		f := l.memo.stage1Score(&l.st1, l.kern, x)

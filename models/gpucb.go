@@ -277,10 +277,10 @@ func (g *GPUCB) cachedArm(x []float64) int {
 // Observe adds the reward of pulling x. O(A t) when x is in the cached arm
 // set, O(t^2 + A t) otherwise.
 func (g *GPUCB) Observe(x []float64, reward float64) error {
-	if len(x) != g.dim {
-		panic(fmt.Sprintf("gp-ucb: x has dimension %d, want %d", len(x), g.dim))
+	if len(x) != g.dim { // input.go: an error, never a panic
+		return fmt.Errorf("gp-ucb: len(x) = %d, want dim = %d: %w", len(x), g.dim, ErrDim)
 	}
-	if !linalg.AllFinite(x) || math.IsNaN(reward) || math.IsInf(reward, 0) {
+	if checkInput(x, g.dim) != nil || math.IsNaN(reward) || math.IsInf(reward, 0) { // input.go: also an overflowing ||x||^2
 		return fmt.Errorf("gp-ucb: non-finite input: %w", ErrNumerical)
 	}
 	if g.t >= g.maxRounds {
@@ -326,8 +326,8 @@ func (g *GPUCB) Observe(x []float64, reward float64) error {
 
 // Predict returns the posterior mean and standard deviation of f(x). O(t^2).
 func (g *GPUCB) Predict(x []float64) Prediction {
-	if len(x) != g.dim {
-		panic(fmt.Sprintf("gp-ucb: x has dimension %d, want %d", len(x), g.dim))
+	if err := checkInput(x, g.dim); err != nil { // input.go: flagged, never a panic
+		return invalidPrediction(err)
 	}
 	g.lrow = growFloats(g.lrow, g.t+1)
 	l := g.lrow[:g.t]
@@ -337,7 +337,7 @@ func (g *GPUCB) Predict(x []float64) Prediction {
 		mean += l[i] * g.v[i]
 		s2 -= l[i] * l[i]
 	}
-	return Prediction{Value: mean, Std: math.Sqrt(math.Max(s2, 0)), Choice: -1, Prob: 1}
+	return finitePrediction(Prediction{Value: mean, Std: math.Sqrt(math.Max(s2, 0)), Choice: -1, Prob: 1})
 }
 
 // Update is Observe (the Learner view of a bandit: y is the reward of x).

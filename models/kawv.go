@@ -98,7 +98,16 @@ func (l *kawv) prepare(x []float64) {
 	l.memo.set(x, t)
 }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *kawv) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.dim); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *kawv) predict(x []float64) Prediction {
 	l.prepare(x)
 	y := l.memoKRR
 	if !l.ridge {
@@ -108,6 +117,9 @@ func (l *kawv) Predict(x []float64) Prediction {
 }
 
 func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("kawv", x, l.dim, y); err != nil {
+		return err
+	}
 	if l.n() >= l.maxRounds {
 		return fmt.Errorf("%w (max_rounds = %d)", ErrKAWVHorizon, l.maxRounds)
 	}

@@ -20,12 +20,18 @@ type KernelSpec struct {
 	// Type is gaussian (default), laplacian, polynomial or linear.
 	Type string `json:"type"`
 	// Sigma is the width of the gaussian exp(-||x-v||^2/(2 sigma^2)) and the
-	// laplacian exp(-||x-v||/sigma) kernels. Default 1.
+	// laplacian exp(-||x-v||/sigma) kernels. Default 1 when absent; a given
+	// value must lie in [1e-150, 1e150] (so 1/(2 sigma^2) is finite and
+	// non-zero): an explicit 0 is an error, not the default.
 	Sigma float64 `json:"sigma,omitempty"`
-	// Degree of the polynomial kernel (x.v + C)^Degree. Default 2.
+	// Degree of the polynomial kernel (x.v + C)^Degree. Default 2 when
+	// absent; an explicit 0 is an error.
 	Degree int `json:"degree,omitempty"`
-	// C is the polynomial kernel's offset. Default 1.
+	// C is the polynomial kernel's offset. Default 1 when absent; an explicit
+	// 0 is the homogeneous kernel.
 	C float64 `json:"c,omitempty"`
+
+	given kernelGiven // fields present in the decoded document (kernel_spec.go)
 }
 
 // Gaussian is k(x,v) = exp(-||x-v||^2 / (2 sigma^2)).
@@ -77,27 +83,27 @@ func ipow(b float64, n int) float64 {
 func (s KernelSpec) Build() (Kernel, error) {
 	switch s.Type {
 	case "", "gaussian", "rbf":
-		sigma, err := positiveOr(s.Sigma, 1, "kernel.sigma")
+		sigma, err := s.kernelWidth(1)
 		if err != nil {
 			return nil, err
 		}
 		return NewGaussian(sigma), nil
 	case "laplacian":
-		sigma, err := positiveOr(s.Sigma, 1, "kernel.sigma")
+		sigma, err := s.kernelWidth(1)
 		if err != nil {
 			return nil, err
 		}
 		return Laplacian{Sigma: sigma}, nil
 	case "polynomial":
 		deg := s.Degree
-		if deg == 0 {
+		if deg == 0 && s.given&givenDegree == 0 {
 			deg = 2
 		}
 		if deg < 1 || deg > 16 {
 			return nil, fmt.Errorf("%w: kernel.degree %d out of range [1,16]", ErrSpec, s.Degree)
 		}
-		c := s.C
-		if c == 0 {
+		c := s.C // an explicit 0 is valid: the homogeneous polynomial kernel
+		if c == 0 && s.given&givenC == 0 {
 			c = 1
 		}
 		if c < 0 || isBad(c) {
@@ -108,16 +114,6 @@ func (s KernelSpec) Build() (Kernel, error) {
 		return Linear{}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown kernel.type %q (want gaussian, laplacian, polynomial or linear)", ErrSpec, s.Type)
-}
-
-func positiveOr(v, def float64, name string) (float64, error) {
-	if v == 0 {
-		return def, nil
-	}
-	if !(v > 0) || isBad(v) {
-		return 0, fmt.Errorf("%w: %s = %v must be > 0", ErrSpec, name, v)
-	}
-	return v, nil
 }
 
 func isBad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }

@@ -77,13 +77,25 @@ func newKOGD(s *Setup) (Learner, error) {
 
 func (l *kogd) Size() int { return len(l.a) }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *kogd) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.d); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *kogd) predict(x []float64) Prediction {
 	kv := l.kv[:len(l.a)]
 	KernelVector(l.kern, kv, l.dict, x)
 	return Prediction{Value: linalg.Dot(l.a, kv), Choice: -1, Prob: 1}
 }
 
 func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("kogd", x, l.d, y); err != nil {
+		return err
+	}
 	if isBad(y) || !linalg.AllFinite(x) {
 		return fmt.Errorf("kogd: %w (label %v or features)", ErrNumerical, y)
 	}

@@ -85,13 +85,25 @@ func (l *kons) ensureScratch(n int) {
 
 func (l *kons) Size() int { return len(l.c) }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *kons) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.d); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *kons) predict(x []float64) Prediction {
 	kv := l.kv[:len(l.c)]
 	KernelVector(l.kern, kv, l.dict, x)
 	return Prediction{Value: linalg.Dot(l.c, kv), Choice: -1, Prob: 1}
 }
 
 func (l *kons) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("kons", x, l.d, y); err != nil {
+		return err
+	}
 	if isBad(y) || !linalg.AllFinite(x) {
 		return fmt.Errorf("kons: %w (label %v or features)", ErrNumerical, y)
 	}

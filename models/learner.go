@@ -20,6 +20,10 @@ type Prediction struct {
 	// Aux carries one more learner-specific number the update needs
 	// (OKS++'s q_{t,I_t}); 0 when unused.
 	Aux float64
+	// Err is non-nil when the learner refused x (ErrDim: wrong length,
+	// ErrNumerical: non-finite or overflowing features or output); Value is
+	// then 0 and must not be emitted. See PredictChecked.
+	Err error
 }
 
 // Learner is one key's online model. Predict comes first, Update when the label
@@ -29,11 +33,13 @@ type Prediction struct {
 // prediction and every state byte is the same on every run. Predict may advance
 // the learner's own PRNG and nothing else; no learner reads the clock.
 type Learner interface {
-	// Predict returns the prediction for x (len(x) == spec.Dim).
+	// Predict returns the prediction for x (len(x) == spec.Dim). A wrong
+	// length or a non-finite x gives a prediction flagged with Err, never a
+	// panic or a NaN.
 	Predict(x []float64) Prediction
 	// Update learns from the label y of the instance x that was predicted as p.
 	// An update that would leave non-finite numbers in the state returns
-	// ErrNumerical and leaves the state as it was.
+	// ErrNumerical and leaves the state as it was; a wrong length is ErrDim.
 	Update(x []float64, p Prediction, y float64) error
 	// Size is the number of stored instances or features (the paper's J, B or D),
 	// reported by eval and metrics.

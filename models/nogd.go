@@ -88,7 +88,16 @@ func (l *nogd) features(dst, x []float64) {
 	}
 }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *nogd) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.d); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *nogd) predict(x []float64) Prediction {
 	var f float64
 	if !l.sketched {
 		f = l.st1.score(l.kern, x)
@@ -102,6 +111,9 @@ func (l *nogd) Predict(x []float64) Prediction {
 }
 
 func (l *nogd) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("nogd", x, l.d, y); err != nil {
+		return err
+	}
 	if l.cls {
 		y = Label(y)
 	}

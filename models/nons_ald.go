@@ -123,7 +123,16 @@ func (l *nonsALD) Size() int { return l.S.size() }
 func (l *nonsALD) clip(v float64) float64 { return math.Max(-l.u, math.Min(l.u, v)) }
 
 // Predict returns the projected w's prediction on x: clip(wtilde' phi_old(x)).
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *nonsALD) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.d); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *nonsALD) predict(x []float64) Prediction {
 	j := l.S.size()
 	kv, lv := l.kv[:j], l.l[:j]
 	KernelVector(l.kern, kv, l.S.x, x)
@@ -143,6 +152,9 @@ func (l *nonsALD) solveA(dst, b []float64) {
 }
 
 func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("nons-ald", x, l.d, y); err != nil {
+		return err
+	}
 	if isBad(y) || !linalg.AllFinite(x) {
 		return fmt.Errorf("nons-ald: %w (label %v or features)", ErrNumerical, y)
 	}

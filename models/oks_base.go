@@ -119,6 +119,7 @@ type oksArmBank interface {
 // oksLearner is one key's kernel selector: arms + rule + sampling distribution.
 type oksLearner struct {
 	name     string
+	dim      int // spec dim: the input contract (input.go)
 	loss     Loss
 	classify bool
 	sigmas   []float64
@@ -135,7 +136,7 @@ type oksLearner struct {
 func newOKSLearner(name string, s *Setup, sigmas []float64, rule oksSelectionRule, arms oksArmBank, rng *Rand) *oksLearner {
 	k := len(sigmas)
 	l := &oksLearner{
-		name: name, loss: s.Loss, classify: s.Loss.Classification(),
+		name: name, dim: s.Dim, loss: s.Loss, classify: s.Loss.Classification(),
 		sigmas: sigmas, rule: rule, arms: arms, rng: *rng,
 		p: make([]float64, k), q: make([]float64, k),
 		qNext: make([]float64, k), pNext: make([]float64, k),
@@ -149,7 +150,16 @@ func newOKSLearner(name string, s *Setup, sigmas []float64, rule oksSelectionRul
 
 // Predict samples I_t ~ p_t (advancing the PRNG, the only state it touches)
 // and returns f_{t,I_t}(x) with I_t, p_{t,I_t} and q_{t,I_t}.
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *oksLearner) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.dim); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *oksLearner) predict(x []float64) Prediction {
 	i := oksSampleIndex(l.p, l.rng.Float64())
 	return Prediction{Value: l.arms.predict(i, x), Choice: i, Prob: l.p[i], Aux: l.q[i]}
 }
@@ -176,6 +186,9 @@ var errOKSPrediction = errors.New("prediction was not made by this kernel select
 
 // Update applies the label y of x, which was predicted as pr.
 func (l *oksLearner) Update(x []float64, pr Prediction, y float64) error {
+	if err := updateInputErr(l.name, x, l.dim, y); err != nil {
+		return err
+	}
 	k := len(l.p)
 	if pr.Choice < 0 || pr.Choice >= k || !(pr.Prob > 0 && pr.Prob <= 1) || isBad(pr.Value) {
 		return fmt.Errorf("%s: %w (choice %d of %d, prob %v, value %v)", l.name, errOKSPrediction, pr.Choice, k, pr.Prob, pr.Value)
@@ -310,7 +323,7 @@ func oksMixUniform(p, q []float64, delta float64) {
 // oksReadSigmas reads params.sigmas and rejects a spec that also sets a single
 // kernel, which this family would otherwise silently ignore.
 func oksReadSigmas(s *Setup) []float64 {
-	sig := s.Params.Floats("sigmas", oksDefaultSigmas, math.SmallestNonzeroFloat64, math.MaxFloat64)
+	sig := s.Params.Floats("sigmas", oksDefaultSigmas, minSigma, maxSigma) // 1/(2 sigma^2) finite (input.go)
 	if len(sig) > oksMaxArms {
 		s.Params.Fail("sigmas: %d widths, at most %d", len(sig), oksMaxArms)
 	}
@@ -322,7 +335,7 @@ func oksReadSigmas(s *Setup) []float64 {
 	if t := s.Spec.Kernel.Type; t != "" && t != "gaussian" && t != "rbf" {
 		s.Params.Fail("sigmas: the kernel-selection learners use Gaussian kernels; kernel.type %q is not supported", t)
 	}
-	if s.Spec.Kernel.Sigma != 0 {
+	if s.Spec.Kernel.SigmaGiven() {
 		s.Params.Fail("sigmas: kernel.sigma is not used by kernel selection; give the candidate widths in params.sigmas")
 	}
 	return append([]float64(nil), sig...)

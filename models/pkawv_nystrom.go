@@ -249,7 +249,16 @@ func (l *pkawvNystrom) border(x []float64) {
 	l.gnew = gnew
 }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *pkawvNystrom) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.dim); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *pkawvNystrom) predict(x []float64) Prediction {
 	l.prepare(x)
 	y := l.predAWV
 	if l.ridge {
@@ -259,6 +268,9 @@ func (l *pkawvNystrom) Predict(x []float64) Prediction {
 }
 
 func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("pkawv-nystrom", x, l.dim, y); err != nil {
+		return err
+	}
 	l.prepare(x)
 	m := l.m()
 	fail := func() error {

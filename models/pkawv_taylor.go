@@ -113,7 +113,16 @@ func (l *pkawvTaylor) prepare(x []float64) {
 	l.memo.set(x, l.t)
 }
 
+// Predict keeps the numerical contract (input.go): a refused x gives a
+// flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *pkawvTaylor) Predict(x []float64) Prediction {
+	if err := checkInput(x, len(l.scaled)); err != nil {
+		return invalidPrediction(err)
+	}
+	return finitePrediction(l.predict(x))
+}
+
+func (l *pkawvTaylor) predict(x []float64) Prediction {
 	l.prepare(x)
 	y := l.memoUB
 	if !l.ridge {
@@ -123,6 +132,9 @@ func (l *pkawvTaylor) Predict(x []float64) Prediction {
 }
 
 func (l *pkawvTaylor) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("pkawv-taylor", x, len(l.scaled), y); err != nil {
+		return err
+	}
 	l.prepare(x)
 	h := l.memoH
 	// Guard before mutating: h >= 0 in exact arithmetic (A^{-1} is PD); u, y

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,15 +34,34 @@ type result struct {
 	Algorithm        string   `json:"algorithm"`
 	N                int      `json:"n"`
 	Repeats          int      `json:"repeats"`
-	MSE              float64  `json:"mse"`
-	MSEStd           float64  `json:"mse_std"`
+	MSE              metric   `json:"mse"`
+	MSEStd           metric   `json:"mse_std"`
 	MistakeRate      *float64 `json:"mistake_rate"`
 	MistakeRateStd   *float64 `json:"mistake_rate_std"`
-	MeanLoss         float64  `json:"mean_loss"`
+	MeanLoss         metric   `json:"mean_loss"`
 	Budget           float64  `json:"budget"`
 	Seconds          float64  `json:"seconds"`
 	UpdatesPerSecond float64  `json:"updates_per_second"`
 	Rejected         int      `json:"rejected"`
+	// Refused counts the predictions the learner refused (models.ErrNumerical:
+	// an input whose kernel argument or output overflowed); they are left
+	// out of mse, mean_loss and mistake_rate, whose n is then n - refused.
+	Refused int `json:"refused"`
+	// NonFinite names the metrics that came out NaN or Inf (printed as
+	// null), so that a diverging learner is reported instead of crashing
+	// the JSON encoder ("json: unsupported value: NaN").
+	NonFinite []string `json:"non_finite,omitempty"`
+}
+
+// metric is a float64 that encodes as null when it is NaN or Inf.
+type metric float64
+
+func (m metric) MarshalJSON() ([]byte, error) {
+	f := float64(m)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
 }
 
 func evaluate(o *options) (any, error) {
@@ -150,13 +170,28 @@ func evaluate(o *options) (any, error) {
 		budgets = append(budgets, float64(p.size))
 		secs = append(secs, p.seconds)
 		res.Rejected += p.rejected
+		res.Refused += p.refused
 	}
-	res.MSE, res.MSEStd = meanStd(mses)
+	mse, mseStd := meanStd(mses)
+	res.MSE, res.MSEStd = metric(mse), metric(mseStd)
 	if binary || loss.Classification() {
 		m, s := meanStd(mistakes)
-		res.MistakeRate, res.MistakeRateStd = &m, &s
+		if math.IsNaN(m) { // every prediction refused
+			res.NonFinite = append(res.NonFinite, "mistake_rate")
+		} else {
+			res.MistakeRate, res.MistakeRateStd = &m, &s
+		}
 	}
-	res.MeanLoss, _ = meanStd(losses)
+	meanLoss, _ := meanStd(losses)
+	res.MeanLoss = metric(meanLoss)
+	for _, m := range []struct {
+		name string
+		v    float64
+	}{{"mse", mse}, {"mse_std", mseStd}, {"mean_loss", meanLoss}} {
+		if math.IsNaN(m.v) || math.IsInf(m.v, 0) {
+			res.NonFinite = append(res.NonFinite, m.name)
+		}
+	}
 	res.Budget, _ = meanStd(budgets)
 	res.Seconds, _ = meanStd(secs)
 	if res.Seconds > 0 {
@@ -167,7 +202,7 @@ func evaluate(o *options) (any, error) {
 
 type passResult struct {
 	mse, mistakeRate, meanLoss, seconds float64
-	size, rejected                      int
+	size, rejected, refused             int
 }
 
 // pass runs one prequential pass: for every record, predict, record the
@@ -186,7 +221,14 @@ func pass(spec models.Spec, key string, loss models.Loss, set *dataset.Set, dump
 	var line []byte
 	for i := 0; i < n; i++ {
 		x, y := set.Row(i), set.Y[i]
-		p := l.Predict(x)
+		p, err := models.PredictChecked(l, x)
+		if err != nil {
+			if !errors.Is(err, models.ErrNumerical) {
+				return r, fmt.Errorf("record %d: %w", i, err)
+			}
+			r.refused++ // no prediction to score nor to learn from
+			continue
+		}
 		d := p.Value - y
 		se += d * d
 		lsum += loss.Value(p.Value, y)
@@ -219,9 +261,10 @@ func pass(spec models.Spec, key string, loss models.Loss, set *dataset.Set, dump
 		}
 	}
 	r.seconds = time.Since(start).Seconds()
-	r.mse = se / float64(n)
-	r.meanLoss = lsum / float64(n)
-	r.mistakeRate = float64(mistakes) / float64(n)
+	scored := float64(n - r.refused)
+	r.mse = se / scored
+	r.meanLoss = lsum / scored
+	r.mistakeRate = float64(mistakes) / scored
 	r.size = l.Size()
 	return r, nil
 }

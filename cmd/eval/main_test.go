@@ -109,3 +109,20 @@ func TestEvalMistakeRateOnBinaryData(t *testing.T) {
 		t.Errorf("mistake_rate %v", r.MistakeRate)
 	}
 }
+
+// A learner whose loss overflows is reported (mse null, named in
+// non_finite), never a crash of the JSON encoder on NaN/Inf (issue 12).
+func TestEvalReportsNonFiniteMetrics(t *testing.T) {
+	data := writeFile(t, "huge.libsvm", "1e200 1:0.5 2:0.1\n-1e200 1:0.2 2:0.3\n1e200 1:0.1 2:0.9\n")
+	var out, errb bytes.Buffer
+	if code := run([]string{"-data", data, "-model", `{"algorithm":"kogd","dim":2}`, "-quiet"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var res map[string]any
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if res["mse"] != nil || !strings.Contains(out.String(), `"non_finite":["mse"`) {
+		t.Fatalf("want mse null and named in non_finite: %s", out.String())
+	}
+}
