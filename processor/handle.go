@@ -125,6 +125,11 @@ func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts 
 	if err := contain("Predict", func() { p = s.l.Predict(r.x) }); err != nil {
 		return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
 	}
+	if p.Err != nil {
+		// The learner refused x (e.g. ||x||^2 overflows its kernel): the
+		// record is unusable, the learner untouched.
+		return w.dead(ctx, msg, emit, fail(reasonNonFinite, "x: "+p.Err.Error()))
+	}
 	s.dirty = true
 	if emit {
 		out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, yhat: p.Value, std: p.Std, hasStd: p.Std != 0,
@@ -188,6 +193,11 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts i
 			}
 		}); err != nil {
 			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+		}
+		for _, sc := range w.scores {
+			if sc.p.Err != nil {
+				return w.dead(ctx, msg, emit, fail(reasonNonFinite, fmt.Sprintf("arms[%d].x: %v", sc.i, sc.p.Err)))
+			}
 		}
 		sort.SliceStable(w.scores, func(a, b int) bool { return w.scores[a].p.Value > w.scores[b].p.Value })
 		k := min(w.cfg.TopK, len(w.scores))

@@ -244,3 +244,22 @@ func TestDeleteKeyChangelog(t *testing.T) {
 		t.Fatalf("second checkpoint starts with %q=%q, want the tombstone of user-0", first.Key, first.Value)
 	}
 }
+
+// TestRefusedInputIsADeadLetter: an x the learner refuses (its squared norm
+// overflows the kernel) is dead-lettered, not emitted, and the key's state
+// is untouched.
+func TestRefusedInputIsADeadLetter(t *testing.T) {
+	t.Parallel()
+	spec := models.Spec{Algorithm: "kogd", Dim: 3, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1}, Seed: 3}
+	if err := spec.Validate(); err != nil {
+		t.Skipf("kogd: %v", err)
+	}
+	good := stream(1, 6, 3, 44)
+	ts := newTester(t, spec, nil)
+	ts.consume(good...)
+	ts.consume(testRecord{key: "user-0", value: `{"id":"huge","x":[1e200,1e200,1]}`})
+	if dead := ts.emitted(tDLQ); len(dead) != 1 || dead[0].headers[headerReason] != "non_finite" {
+		t.Fatalf("dead letters %+v", dead)
+	}
+	checkStates(t, replay(t, spec, good, DefaultTopK), ts.close())
+}
