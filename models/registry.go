@@ -97,6 +97,10 @@ func New(spec Spec, key string) (Learner, error) {
 	if err != nil {
 		return nil, err
 	}
+	sx, sy, err := spec.Scale.resolve(a.Name, loss)
+	if err != nil {
+		return nil, err
+	}
 	kern, err := spec.Kernel.Build()
 	if err != nil {
 		return nil, err
@@ -108,6 +112,9 @@ func New(spec Spec, key string) (Learner, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", a.Name, err)
+	}
+	if sx || sy {
+		l = newScaled(l, a.Name, spec.Dim, sx, sy)
 	}
 	return l, nil
 }
