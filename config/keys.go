@@ -39,6 +39,8 @@ var modelDocs = map[string]string{
 	"model.kernel.c":      "offset of the polynomial kernel; 0 = 1",
 	"model.params":        "the algorithm's hyper-parameters named after the papers' symbols (env: a JSON object); unknown names are an error",
 	"model.seed":          "mixed with each routing key to seed that key's PRNG",
+	"model.scale.x":       "online feature scaling: standard (running mean/variance) or none; empty = standard (bandits: none)",
+	"model.scale.y":       "online target scaling: standard or none; empty = standard for the square loss, else none",
 }
 
 var (

@@ -86,6 +86,8 @@ func init() {
 		Losses:  []string{"hinge", "logistic", "squared-hinge", "square"},
 		Summary: "FORKS (Wen et al.): budgeted KOGD, then ONS on an incrementally sketched Nystrom map kept by TISVD; O(s_m k + k^2) per record",
 		New:     newFORKS,
+		// sqrt(d) on standardised features: raw cod-rna, shuffle 1, 13.5 % mistakes against 28 % at width 1.
+		ScaledWidth: func(d int) float64 { return math.Sqrt(float64(d)) },
 	})
 }
 

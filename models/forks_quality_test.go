@@ -29,7 +29,7 @@ func TestFORKSQualityCodRNAPrefix(t *testing.T) {
 		{"nogd", map[string]any{"B": 100, "k": 10}, 0.20},
 		{"fogd", map[string]any{"D": 400}, 0.15},
 	} {
-		spec := models.Spec{Algorithm: tc.alg, Dim: 8, Kernel: models.KernelSpec{Sigma: 2}, Params: tc.params, Seed: 1}
+		spec := models.Spec{Algorithm: tc.alg, Dim: 8, Kernel: models.KernelSpec{Sigma: 2}, Params: tc.params, Seed: 1, Scale: models.ScaleSpec{X: "none", Y: "none"}} // the paper's offline scaling
 		l, err := models.New(spec, "")
 		if err != nil {
 			t.Fatal(err)

@@ -14,9 +14,17 @@ func gaussianSpec(alg string, dim int, sigma float64, params map[string]any) Spe
 	return Spec{Algorithm: alg, Dim: dim, Kernel: KernelSpec{Type: "gaussian", Sigma: sigma}, Params: params, Seed: 7}
 }
 
-// mustNew builds the learner of key from spec, or fails the test.
+// paperScale is the papers' setting, no online scaling: the learners' own
+// tests check their formulas on inputs they scale themselves.
+var paperScale = ScaleSpec{X: "none", Y: "none"}
+
+// mustNew builds the learner of key from spec, or fails the test. A spec
+// without "scale" gets paperScale, so the result is the algorithm's own type.
 func mustNew(tb testing.TB, spec Spec, key string) Learner {
 	tb.Helper()
+	if spec.Scale == (ScaleSpec{}) {
+		spec.Scale = paperScale
+	}
 	l, err := New(spec, key)
 	if err != nil {
 		tb.Fatalf("New(%s): %v", spec.Algorithm, err)

@@ -27,7 +27,7 @@ func pkStream(seed uint64, n, d int, scale float64) ([][]float64, []float64) {
 
 func pkNew(t testing.TB, alg string, d int, sigma float64, params map[string]any) Learner {
 	t.Helper()
-	l, err := New(Spec{Algorithm: alg, Dim: d, Kernel: KernelSpec{Type: "gaussian", Sigma: sigma}, Params: params, Seed: 3}, "k")
+	l, err := New(Spec{Algorithm: alg, Dim: d, Kernel: KernelSpec{Type: "gaussian", Sigma: sigma}, Params: params, Seed: 3, Scale: paperScale}, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestPKAWVNystromBudgetAndDeterminism(t *testing.T) {
 	xs, ys := pkStream(7, 400, d, 1)
 	params := map[string]any{"beta": 5, "max_budget": 12, "history": 64}
 	run := func(key string) (*pkawvNystrom, []byte) {
-		l, err := New(Spec{Algorithm: "pkawv-nystrom", Dim: d, Params: params, Seed: 11}, key)
+		l, err := New(Spec{Algorithm: "pkawv-nystrom", Dim: d, Params: params, Seed: 11, Scale: paperScale}, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +331,7 @@ func TestPKAWVNystromBudgetAndDeterminism(t *testing.T) {
 		t.Fatalf("size %d window %d, want 12 and an empty window", l1.Size(), len(l1.histY))
 	}
 	// Default parameters on this smooth stream keep a small dictionary.
-	l, _ := New(Spec{Algorithm: "pkawv-nystrom", Dim: d, Seed: 1}, "")
+	l, _ := New(Spec{Algorithm: "pkawv-nystrom", Dim: d, Seed: 1, Scale: paperScale}, "")
 	pkRun(t, l, xs, ys)
 	if l.Size() < 2 || l.Size() > 200 {
 		t.Fatalf("default KORS dictionary has %d centres", l.Size())

@@ -26,6 +26,12 @@ type Algorithm struct {
 	Losses []string
 	// Summary is one line for help output.
 	Summary string
+	// ScaledWidth, when set, is the default kernel width as a function of
+	// the dimension when features are standardised online (scale.x
+	// "standard") and the spec gives no kernel.sigma; chosen by
+	// measurement (README, "defaults for streams"). Nil keeps the kernel's
+	// own default.
+	ScaledWidth func(dim int) float64
 	// New builds a fresh learner. It reads its params from s.Params; the
 	// registry rejects any param it did not read.
 	New func(s *Setup) (Learner, error)
@@ -97,6 +103,13 @@ func New(spec Spec, key string) (Learner, error) {
 	if err != nil {
 		return nil, err
 	}
+	sx, sy, err := spec.Scale.resolve(a.Name, loss)
+	if err != nil {
+		return nil, err
+	}
+	if sx && spec.Kernel.Sigma == 0 && a.ScaledWidth != nil {
+		spec.Kernel.Sigma = a.ScaledWidth(spec.Dim)
+	}
 	kern, err := spec.Kernel.Build()
 	if err != nil {
 		return nil, err
@@ -108,6 +121,9 @@ func New(spec Spec, key string) (Learner, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", a.Name, err)
+	}
+	if sx || sy {
+		l = newScaled(l, a.Name, spec.Dim, sx, sy)
 	}
 	return l, nil
 }

@@ -25,6 +25,9 @@ func s0Elevators(tb testing.TB) *dataset.Set {
 
 func s0Pass(tb testing.TB, sp models.Spec, set *dataset.Set, n int) (mse float64, size int) {
 	tb.Helper()
+	if sp.Scale == (models.ScaleSpec{}) {
+		sp.Scale = models.ScaleSpec{X: "none", Y: "none"} // the set is scaled offline, as in the paper
+	}
 	l, err := models.New(sp, "")
 	if err != nil {
 		tb.Fatal(err)

@@ -28,6 +28,10 @@ type Spec struct {
 	Params map[string]any `json:"params,omitempty" yaml:"params,omitempty"`
 	// Seed is mixed with the routing key (KeySeed) to seed each key's PRNG.
 	Seed uint64 `json:"seed" yaml:"seed"`
+	// Scale is online standardisation of x and y (ScaleSpec); empty fields mean
+	// {"x":"standard","y":"standard"} for the square loss, x only for
+	// classification, none for the bandits.
+	Scale ScaleSpec `json:"scale" yaml:"scale"`
 }
 
 // ParseSpec decodes a spec from JSON, or from the file named after '@'.

@@ -97,6 +97,11 @@ func evaluate(o *options) (any, error) {
 	if o.repeat < 1 {
 		return nil, fmt.Errorf("-repeat %d must be >= 1", o.repeat)
 	}
+	if o.scale && spec.Scale == (models.ScaleSpec{}) {
+		// The papers' offline min/max scaling replaces the online
+		// standardisation; a spec that names "scale" keeps its own.
+		spec.Scale = models.ScaleSpec{X: "none", Y: "none"}
+	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
