@@ -12,11 +12,14 @@ import (
 
 // banditResult is the JSON line of `eval -bandit`.
 type banditResult struct {
-	Algorithm  string  `json:"algorithm"`
-	Rounds     int     `json:"rounds"`
-	Regret     float64 `json:"regret"`
-	Seconds    float64 `json:"seconds"`
-	Dictionary int     `json:"dictionary"`
+	Algorithm string  `json:"algorithm"`
+	Rounds    int     `json:"rounds"`
+	Regret    float64 `json:"regret"`
+	// RandomRegret is the expected regret of uniform choice over the same
+	// rounds' arms: the reference for "it learns".
+	RandomRegret float64 `json:"random_regret"`
+	Seconds      float64 `json:"seconds"`
+	Dictionary   int     `json:"dictionary"`
 }
 
 // newEnv draws the environment named env ("gp[:options]", banditenv.Parse).
@@ -38,8 +41,10 @@ func banditKey(seed uint64) string { return "bandit-" + strconv.FormatUint(seed,
 // environment in internal/banditenv, drawn from seed with the model's
 // kernel). Each round the learner chooses among all arms, gets f(arm) plus
 // Gaussian noise (noise drawn from a second PRNG seeded from seed) and
-// observes it. regret is the cumulative pseudo-regret sum_t (max f - f(a_t));
-// seconds is the time of the rounds only; dictionary is the learner's Size()
+// observes it; with fresh=1 the arms are redrawn before every round but the
+// first. regret is the cumulative pseudo-regret sum_t (max f - f(a_t));
+// random_regret is sum_t (max f - mean f) over the same rounds' arms;
+// seconds is the time of the learner's rounds only (not the redraws); dictionary is the learner's Size()
 // at the end (BKB: inducing points; GP-UCB: t).
 func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64) (banditResult, error) {
 	kern, err := spec.Kernel.Build()
@@ -60,9 +65,16 @@ func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64)
 	}
 	noise := models.NewRand(seed ^ 0x6e6f697365) // "noise"
 	x := e.Arms()
-	regret := 0.0
+	regret, random := 0.0, 0.0
+	var envTime time.Duration // redrawing arms is the environment's time, not the learner's
 	start := time.Now()
 	for t := 0; t < rounds; t++ {
+		if e.Fresh() && t > 0 {
+			t0 := time.Now()
+			e.Redraw()
+			envTime += time.Since(t0)
+		}
+		random += e.RandomRegret()
 		d := b.Choose(x)
 		regret += e.Regret(d.Arm)
 		if err := b.Observe(x[d.Arm], e.Reward(d.Arm, noise)); err != nil {
@@ -73,10 +85,11 @@ func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64)
 		}
 	}
 	return banditResult{
-		Algorithm:  spec.Algorithm,
-		Rounds:     rounds,
-		Regret:     regret,
-		Seconds:    time.Since(start).Seconds(),
-		Dictionary: l.Size(),
+		Algorithm:    spec.Algorithm,
+		Rounds:       rounds,
+		Regret:       regret,
+		RandomRegret: random,
+		Seconds:      (time.Since(start) - envTime).Seconds(),
+		Dictionary:   l.Size(),
 	}, nil
 }

@@ -35,6 +35,10 @@ type Config struct {
 	Norm float64
 	// Noise is the standard deviation of the Gaussian reward noise (default 0.1).
 	Noise float64
+	// Fresh redraws the arms every round (Env.Redraw) from the same
+	// distribution, with the same reward function: the candidates of a
+	// recommendation request (default false: one fixed arm set).
+	Fresh bool
 }
 
 // Defaults of the optional Config fields.
@@ -49,7 +53,7 @@ const (
 func Parse(name string) (Config, error) {
 	kind, opts, _ := strings.Cut(name, ":")
 	if kind != "gp" {
-		return Config{}, fmt.Errorf("unknown bandit environment %q (want gp[:noise=X,norm=X,centers=N])", name)
+		return Config{}, fmt.Errorf("unknown bandit environment %q (want gp[:noise=X,norm=X,centers=N,fresh=0|1])", name)
 	}
 	var c Config
 	if opts == "" {
@@ -71,6 +75,15 @@ func Parse(name string) (Config, error) {
 			} else {
 				c.Norm = f
 			}
+		case "fresh":
+			switch v {
+			case "1", "true":
+				c.Fresh = true
+			case "0", "false":
+				c.Fresh = false
+			default:
+				return Config{}, fmt.Errorf("bandit environment option fresh=%q: want 0 or 1", v)
+			}
 		case "centers":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 100000 {
@@ -78,7 +91,7 @@ func Parse(name string) (Config, error) {
 			}
 			c.Centers = n
 		default:
-			return Config{}, fmt.Errorf("unknown bandit environment option %q (noise, norm, centers)", k)
+			return Config{}, fmt.Errorf("unknown bandit environment option %q (noise, norm, centers, fresh)", k)
 		}
 	}
 	return c, nil
@@ -93,6 +106,9 @@ type Env struct {
 	// f = sum_i coef[i] k(centers[i], .), kept for tests and inspection.
 	centers [][]float64
 	coef    []float64
+	kern    models.Kernel
+	fresh   bool
+	redraw  *models.Rand // arms of later rounds (fresh), independent of the first draw
 }
 
 // New draws an environment for kernel k from seed.
@@ -117,7 +133,7 @@ func New(k models.Kernel, c Config, seed uint64) (*Env, error) {
 		}
 		return x
 	}
-	e := &Env{noise: c.Noise}
+	e := &Env{noise: c.Noise, kern: k, fresh: c.Fresh, redraw: models.NewRand(seed ^ 0x6672657368)} // "fresh"
 	e.arms = make([][]float64, c.Arms)
 	for i := range e.arms {
 		e.arms[i] = uniform(c.Dim)
@@ -143,16 +159,45 @@ func New(k models.Kernel, c Config, seed uint64) (*Env, error) {
 	}
 	e.centers, e.coef = z, coef
 	e.means = make([]float64, c.Arms)
+	e.evalMeans()
+	return e, nil
+}
+
+// evalMeans computes f on the current arms and their best value.
+func (e *Env) evalMeans() {
 	e.best = math.Inf(-1)
 	for a, x := range e.arms {
 		f := 0.0
-		for i := range z {
-			f += coef[i] * k.Eval(z[i], x)
+		for i, z := range e.centers {
+			f += e.coef[i] * e.kern.Eval(z, x)
 		}
 		e.means[a] = f
 		e.best = math.Max(e.best, f)
 	}
-	return e, nil
+}
+
+// Fresh reports whether the arms are redrawn every round.
+func (e *Env) Fresh() bool { return e.fresh }
+
+// Redraw replaces the arms, in place, by new points uniform in [-1,1]^D
+// (same reward function f). Slices returned by Arms see the new arms.
+func (e *Env) Redraw() {
+	for _, x := range e.arms {
+		for j := range x {
+			x[j] = 2*e.redraw.Float64() - 1
+		}
+	}
+	e.evalMeans()
+}
+
+// RandomRegret is the expected pseudo-regret of choosing an arm uniformly:
+// Best() - mean_a f(a).
+func (e *Env) RandomRegret() float64 {
+	m := 0.0
+	for _, f := range e.means {
+		m += f
+	}
+	return e.best - m/float64(len(e.means))
 }
 
 // Arms returns the arm features (shared; do not modify).

@@ -93,3 +93,41 @@ func TestParse(t *testing.T) {
 		t.Error("zero arms accepted")
 	}
 }
+
+func TestFreshRedrawKeepsTheRewardFunction(t *testing.T) {
+	k := models.NewGaussian(1)
+	c, err := Parse("gp:fresh=1")
+	if err != nil || !c.Fresh {
+		t.Fatalf("Parse(gp:fresh=1) = %+v, %v", c, err)
+	}
+	if _, err := Parse("gp:fresh=2"); err == nil {
+		t.Fatal("fresh=2 accepted")
+	}
+	c.Arms, c.Dim = 7, 3
+	e, err := New(k, c, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([][]float64, 0, 7)
+	for _, x := range e.Arms() {
+		first = append(first, append([]float64(nil), x...))
+	}
+	e.Redraw()
+	if reflect.DeepEqual(first, e.Arms()) {
+		t.Fatal("Redraw left the arms unchanged")
+	}
+	best, sum := math.Inf(-1), 0.0
+	for a, x := range e.Arms() {
+		f := 0.0
+		for i, z := range e.centers {
+			f += e.coef[i] * k.Eval(z, x)
+		}
+		if math.Abs(f-e.Mean(a)) > 1e-12 {
+			t.Fatalf("arm %d: Mean %v, f(x) %v", a, e.Mean(a), f)
+		}
+		best, sum = math.Max(best, f), sum+f
+	}
+	if want := best - sum/7; math.Abs(e.RandomRegret()-want) > 1e-12 {
+		t.Fatalf("RandomRegret %v, want %v", e.RandomRegret(), want)
+	}
+}
