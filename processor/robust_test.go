@@ -194,7 +194,8 @@ func BenchmarkCheckPartition(b *testing.B) {
 
 func TestLearnerPanicContained(t *testing.T) {
 	t.Parallel()
-	h := newHandleWorker(t, "ptest-panic", nil, nil)
+	// Unscaled, so that the learner sees the raw y = 999 that makes it panic.
+	h := newHandleWorker(t, "ptest-panic", func(c *Config) { c.Model.Scale = models.ScaleSpec{X: "none", Y: "none"} }, nil)
 	h.feed(t, "a", `{"id":"1","x":[1,2],"y":1}`)
 	h.feed(t, "b", `{"id":"2","x":[1,2],"y":1}`)
 	h.next(t)
@@ -208,7 +209,7 @@ func TestLearnerPanicContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.cache.committed(0)
-	want := h.cache.live["a"].l.(*ptestPanic).w[0]
+	want := unwrap(h.cache.live["a"].l).(*ptestPanic).w[0]
 	h.feed(t, "a", `{"id":"3","x":[1,2],"y":999}`)
 	if m := h.next(t); m.msg.Topic != "out" {
 		t.Fatalf("prediction of the panicking record went to %s", m.msg.Topic)
@@ -222,7 +223,7 @@ func TestLearnerPanicContained(t *testing.T) {
 	h.feed(t, "a", `{"id":"4","x":[1,2]}`) // a is read back
 	h.next(t)
 	// a's weights are the checkpointed ones, not the half update's.
-	if got := h.cache.live["a"].l.(*ptestPanic).w[0]; got != want {
+	if got := unwrap(h.cache.live["a"].l).(*ptestPanic).w[0]; got != want {
 		t.Errorf("a's w[0] = %v after the panic, want the checkpointed %v", got, want)
 	}
 	h.feed(t, "b", `{"id":"5","x":[1,2],"y":2}`)
@@ -261,4 +262,12 @@ func TestCorruptStateQuarantined(t *testing.T) {
 	if n := h.p.c.dead[reasonCorruptState].Load(); n != 3 {
 		t.Errorf("corrupt_state dead letters %d, want 3", n)
 	}
+}
+
+// unwrap is the learner inside models' online-scaling wrapper, if any.
+func unwrap(l models.Learner) models.Learner {
+	if s, ok := l.(interface{ Inner() models.Learner }); ok {
+		return s.Inner()
+	}
+	return l
 }
