@@ -143,8 +143,8 @@ type bkbPost struct {
 	kappa2     float64
 }
 
-// BKB is the budgeted kernelized bandit learner.
-type BKB struct {
+// bkb is the budgeted kernelized bandit learner (algorithm "bkb").
+type bkb struct {
 	kern       Kernel
 	dim        int
 	bp         banditParams
@@ -196,7 +196,7 @@ type BKB struct {
 }
 
 func newBKB(s *Setup) (Learner, error) {
-	b := &BKB{kern: s.Kernel, dim: s.Dim, cur: &bkbPost{}, spare: &bkbPost{}}
+	b := &bkb{kern: s.Kernel, dim: s.Dim, cur: &bkbPost{}, spare: &bkbPost{}}
 	b.bp = readBanditParams(s.Params)
 	b.qbar = s.Params.Float("qbar", 16, 1, 1e9)
 	b.eps = s.Params.Float("eps", 0.5, 1e-6, 1-1e-6)
@@ -211,12 +211,12 @@ func newBKB(s *Setup) (Learner, error) {
 }
 
 // Size is the dimension of the embedding (inducing points kept).
-func (b *BKB) Size() int { return len(b.cur.sel) }
+func (b *bkb) Size() int { return len(b.cur.sel) }
 
 // point returns the features of pulled point i.
-func (b *BKB) point(i int) []float64 { return b.pts[i*b.dim : (i+1)*b.dim : (i+1)*b.dim] }
+func (b *bkb) point(i int) []float64 { return b.pts[i*b.dim : (i+1)*b.dim : (i+1)*b.dim] }
 
-func (b *BKB) scratch(m int) {
+func (b *bkb) scratch(m int) {
 	b.kb = growFloats(b.kb, m)
 	b.zb = growFloats(b.zb, m)
 	b.ub = growFloats(b.ub, m)
@@ -227,7 +227,7 @@ func (b *BKB) scratch(m int) {
 // len(cnt0) points, cnt0, ysum0, dict0) and replays the logged pulls. It
 // reports false if a number came out non-finite. Pure function of the
 // dynamic state, so a restored learner gets the same bits.
-func (b *BKB) rebuild(p *bkbPost) bool {
+func (b *bkb) rebuild(p *bkbPost) bool {
 	lambda := b.bp.lambda
 	u := len(b.cnt0)
 	// Thresholded Cholesky of K_S (stable inverse root).
@@ -309,7 +309,7 @@ func (b *BKB) rebuild(p *bkbPost) bool {
 }
 
 // embed writes z(x) = L_S^{-1} k_sel(x) into z (len m).
-func (b *BKB) embed(p *bkbPost, z, x []float64) {
+func (b *bkb) embed(p *bkbPost, z, x []float64) {
 	m := len(p.sel)
 	kb := b.kb[:m]
 	for k, q := range p.sel {
@@ -320,7 +320,7 @@ func (b *BKB) embed(p *bkbPost, z, x []float64) {
 
 // baseValues returns, at the rebuild, the residual term, z'V^{-1}z and the
 // mean for the embedding z of a point with k(x,x) = kxx (b.ub is scratch).
-func (b *BKB) baseValues(p *bkbPost, z []float64, kxx float64) (res, q, mean float64) {
+func (b *bkb) baseValues(p *bkbPost, z []float64, kxx float64) (res, q, mean float64) {
 	u := b.ub[:len(z)]
 	p.lv0.SolveLower(u, z)
 	return math.Max(kxx-linalg.Dot(z, z), 0) / b.bp.lambda, linalg.Dot(u, u), linalg.Dot(z, p.w0)
@@ -329,7 +329,7 @@ func (b *BKB) baseValues(p *bkbPost, z []float64, kxx float64) (res, q, mean flo
 // replayOp applies op to the query points whose embeddings are the rows of
 // zs (stride st) and whose features are given by x(i). Shared by the arm
 // memo and Predict so that both see identical numbers.
-func (b *BKB) replayOp(p *bkbPost, op *bkbOp, zs []float64, st int, x func(int) []float64, res, q, mu []float64) {
+func (b *bkb) replayOp(p *bkbPost, op *bkbOp, zs []float64, st int, x func(int) []float64, res, q, mu []float64) {
 	m := op.m
 	if !op.add {
 		u := p.vec[op.off : op.off+m]
@@ -356,7 +356,7 @@ func (b *BKB) replayOp(p *bkbPost, op *bkbOp, zs []float64, st int, x func(int) 
 // applyPull folds one logged pull (slot j, reward y; a new point if j equals
 // the number of points, joining S if add) into the epoch. It reports false if
 // a number came out non-finite (p is then garbage: rebuild it).
-func (b *BKB) applyPull(p *bkbPost, j int, y float64, add bool) bool {
+func (b *bkb) applyPull(p *bkbPost, j int, y float64, add bool) bool {
 	if j == len(b.cnt) {
 		if !b.appendPoint(p, j, add) {
 			return false
@@ -391,7 +391,7 @@ func (b *BKB) applyPull(p *bkbPost, j int, y float64, add bool) bool {
 // values under the current factor, then, if it joins S and is numerically
 // independent of it, the new embedding coordinate (bordered updates of L_S
 // and of V^{-1}, and the Schur-complement update of every query).
-func (b *BKB) appendPoint(p *bkbPost, j int, add bool) bool {
+func (b *bkb) appendPoint(p *bkbPost, j int, add bool) bool {
 	lambda := b.bp.lambda
 	m, st := len(p.sel), p.stride
 	x := b.point(j)
@@ -487,7 +487,7 @@ func make0(s []float64, n int) []float64 {
 }
 
 // sumVariances is sum_i c_i sigma~^2(p_i) over the pulled points.
-func (b *BKB) sumVariances(p *bkbPost) float64 {
+func (b *bkb) sumVariances(p *bkbPost) float64 {
 	s := 0.0
 	for i, c := range b.cnt {
 		s += float64(c) * (math.Max(p.res[i], 0) + math.Max(p.q[i], 0))
@@ -496,7 +496,7 @@ func (b *BKB) sumVariances(p *bkbPost) float64 {
 }
 
 // multiplier is the factor of Std (reward units) in the UCB.
-func (b *BKB) multiplier() float64 {
+func (b *bkb) multiplier() float64 {
 	if b.bp.fixedBeta {
 		return b.bp.beta
 	}
@@ -511,7 +511,7 @@ func (b *BKB) multiplier() float64 {
 }
 
 // syncArms makes the memo hold the current posterior at arms.
-func (b *BKB) syncArms(arms [][]float64) {
+func (b *bkb) syncArms(arms [][]float64) {
 	n, d, p := len(arms), b.dim, b.cur
 	same := b.armOK && b.armEpoch == b.epoch && b.nArms == n
 	for j := 0; same && j < n; j++ {
@@ -546,7 +546,7 @@ func (b *BKB) syncArms(arms [][]float64) {
 
 // embedBase embeds x with the rebuild's inducing points only (the first
 // lv0.N of sel); the epoch's added coordinates come from replaying the ops.
-func (b *BKB) embedBase(p *bkbPost, z, x []float64) {
+func (b *bkb) embedBase(p *bkbPost, z, x []float64) {
 	m0 := p.lv0.N
 	kb := b.kb[:m0]
 	for k, q := range p.sel[:m0] {
@@ -557,7 +557,7 @@ func (b *BKB) embedBase(p *bkbPost, z, x []float64) {
 }
 
 // Choose returns the arm with the largest approximate UCB.
-func (b *BKB) Choose(arms [][]float64) Decision {
+func (b *bkb) Choose(arms [][]float64) Decision {
 	if len(arms) == 0 {
 		panic("bkb: Choose with no arms")
 	}
@@ -584,7 +584,7 @@ func (b *BKB) Choose(arms [][]float64) Decision {
 
 // posterior returns mu~(x) and sigma~^2(x), computed exactly as Choose does
 // (rebuild values plus the epoch's ops). O(m (m + d) + ops m).
-func (b *BKB) posterior(x []float64) (mean, s2 float64) {
+func (b *bkb) posterior(x []float64) (mean, s2 float64) {
 	p := b.cur
 	st := p.stride
 	b.scratch(st)
@@ -601,7 +601,7 @@ func (b *BKB) posterior(x []float64) (mean, s2 float64) {
 }
 
 // Predict returns the approximate posterior mean and std (reward units) of f(x).
-func (b *BKB) Predict(x []float64) Prediction {
+func (b *bkb) Predict(x []float64) Prediction {
 	if err := checkInput(x, b.dim); err != nil { // input.go: flagged, never a panic
 		return invalidPrediction(err)
 	}
@@ -610,10 +610,10 @@ func (b *BKB) Predict(x []float64) Prediction {
 }
 
 // Update is Observe (the Learner view of a bandit: y is the reward of x).
-func (b *BKB) Update(x []float64, _ Prediction, y float64) error { return b.Observe(x, y) }
+func (b *bkb) Update(x []float64, _ Prediction, y float64) error { return b.Observe(x, y) }
 
 // slotOf returns the slot of x among the pulled points, or -1.
-func (b *BKB) slotOf(x []float64) int {
+func (b *bkb) slotOf(x []float64) int {
 	for i := range b.cnt {
 		if slices.Equal(b.point(i), x) {
 			return i
@@ -626,7 +626,7 @@ func (b *BKB) slotOf(x []float64) int {
 // the current variances, then updates the posterior incrementally when the
 // new dictionary is the old one (plus, for a new arm, that arm), and
 // rebuilds it otherwise.
-func (b *BKB) Observe(x []float64, reward float64) error {
+func (b *bkb) Observe(x []float64, reward float64) error {
 	if len(x) != b.dim { // input.go: an error, never a panic
 		return fmt.Errorf("bkb: len(x) = %d, want dim = %d: %w", len(x), b.dim, ErrDim)
 	}
@@ -731,7 +731,7 @@ func (b *BKB) Observe(x []float64, reward float64) error {
 // sigma~_t) and the counts including the pull of slot (if fresh, a new point
 // appended or replacing the least-pulled one, with variance s2x). It returns
 // the slot the pulled arm occupies.
-func (b *BKB) resample(slot int, fresh bool, s2x float64) int {
+func (b *bkb) resample(slot int, fresh bool, s2x float64) int {
 	p := b.cur
 	u := len(b.cnt)
 	newSlot := -1
@@ -804,7 +804,7 @@ func (b *BKB) resample(slot int, fresh bool, s2x float64) int {
 // MarshalBinary writes the pulled points, the counts, sums and dictionary of
 // the last rebuild, the pulls since, t and the PRNG; the posterior is
 // recomputed from them on restore (bit-identical).
-func (b *BKB) MarshalBinary() ([]byte, error) {
+func (b *bkb) MarshalBinary() ([]byte, error) {
 	u := len(b.cnt)
 	w := NewStateWriter(make([]byte, 0, 64+8*(u*(b.dim+2)+len(b.dict0)+3*len(b.logY))), "bkb", bkbStateVersion)
 	w.Int(b.dim)
@@ -827,7 +827,7 @@ func (b *BKB) MarshalBinary() ([]byte, error) {
 }
 
 // UnmarshalBinary restores a state written by MarshalBinary for the same spec.
-func (b *BKB) UnmarshalBinary(blob []byte) error {
+func (b *bkb) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "bkb", bkbStateVersion)
 	if err != nil {
 		return err

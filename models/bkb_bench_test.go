@@ -8,9 +8,9 @@ import (
 // benchBKB returns a BKB whose dictionary holds m inducing points (qbar is
 // huge, so every pulled point stays in S and the size is stable), warmed up
 // past its first epochs so that every buffer has reached its steady size.
-func benchBKB(b *testing.B, m int) (*BKB, [][]float64) {
+func benchBKB(b *testing.B, m int) (*bkb, [][]float64) {
 	spec := gaussianSpec("bkb", 5, 1, map[string]any{"xi": 0.1, "beta": 2, "qbar": 1e9, "max_budget": 4096})
-	l := newBandit(b, spec, "bench").(*BKB)
+	l := newBandit(b, spec, "bench").(*bkb)
 	r := NewRand(uint64(m))
 	pts := testArms(r, m, 5)
 	for _, x := range pts {

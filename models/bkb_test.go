@@ -78,7 +78,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 	r := NewRand(5)
 	arms := testArms(r, 30, 2)
 	for _, q := range []float64{2, 8} {
-		b := newBandit(t, gaussianSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "qbar": q}), "k").(*BKB)
+		b := newBandit(t, gaussianSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "qbar": q}), "k").(*bkb)
 		xs, ys := pullSequence(r, arms, 300)
 		for i := range xs {
 			if err := b.Observe(xs[i], ys[i]); err != nil {
@@ -187,7 +187,7 @@ func TestBKBLargeQbarIsGPUCB(t *testing.T) {
 func TestBKBCaps(t *testing.T) {
 	r := NewRand(2)
 	arms := testArms(r, 20, 2)
-	b := newBandit(t, gaussianSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "max_history": 5, "max_budget": 3}), "k").(*BKB)
+	b := newBandit(t, gaussianSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "max_history": 5, "max_budget": 3}), "k").(*bkb)
 	for i := 0; i < 200; i++ {
 		x := arms[i%20]
 		if i%3 == 0 {

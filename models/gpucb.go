@@ -95,8 +95,8 @@ func readBanditParams(p *Params) banditParams {
 	return b
 }
 
-// GPUCB is the exact GP-UCB learner.
-type GPUCB struct {
+// gpUCB is the exact GP-UCB learner (algorithm "gp-ucb").
+type gpUCB struct {
 	kern      Kernel
 	dim       int
 	bp        banditParams
@@ -126,7 +126,7 @@ type GPUCB struct {
 }
 
 func newGPUCB(s *Setup) (Learner, error) {
-	g := &GPUCB{kern: s.Kernel, dim: s.Dim, last: -1}
+	g := &gpUCB{kern: s.Kernel, dim: s.Dim, last: -1}
 	g.bp = readBanditParams(s.Params)
 	g.maxRounds = s.Params.Int("max_rounds", 4096, 1, 16384)
 	g.rng.Seed(s.Seed)
@@ -134,10 +134,10 @@ func newGPUCB(s *Setup) (Learner, error) {
 }
 
 // Size is the number of observations t.
-func (g *GPUCB) Size() int { return g.t }
+func (g *gpUCB) Size() int { return g.t }
 
 // multiplier is the factor of Std in the UCB (see the file comment).
-func (g *GPUCB) multiplier() float64 {
+func (g *gpUCB) multiplier() float64 {
 	if g.bp.fixedBeta {
 		return g.bp.beta
 	}
@@ -146,7 +146,7 @@ func (g *GPUCB) multiplier() float64 {
 }
 
 // sameArms reports whether arms equals the cached arm set.
-func (g *GPUCB) sameArms(arms [][]float64) bool {
+func (g *gpUCB) sameArms(arms [][]float64) bool {
 	if !g.valid || len(arms) != g.nArms {
 		return false
 	}
@@ -163,7 +163,7 @@ func (g *GPUCB) sameArms(arms [][]float64) bool {
 }
 
 // rebuildCache makes the cache describe arms by replaying every row of L.
-func (g *GPUCB) rebuildCache(arms [][]float64) {
+func (g *gpUCB) rebuildCache(arms [][]float64) {
 	a, d := len(arms), g.dim
 	g.arms = growFloats(g.arms, a*d)
 	for j, x := range arms {
@@ -192,7 +192,7 @@ func (g *GPUCB) rebuildCache(arms [][]float64) {
 // appendCacheRow computes row i of W from row i of L and folds it into mu and
 // sigma^2. W must already have room for row i. The accumulation order here
 // must match forwardSubst (bit-identical cache and direct paths).
-func (g *GPUCB) appendCacheRow(i int) {
+func (g *gpUCB) appendCacheRow(i int) {
 	a, d := g.nArms, g.dim
 	row := g.l.Row(i)
 	wi := g.w[i*a : (i+1)*a : (i+1)*a]
@@ -215,7 +215,7 @@ func (g *GPUCB) appendCacheRow(i int) {
 }
 
 // forwardSubst sets dst = L^{-1} k_t(x) (len t) in the same order as appendCacheRow.
-func (g *GPUCB) forwardSubst(dst, x []float64) {
+func (g *gpUCB) forwardSubst(dst, x []float64) {
 	t, d := g.t, g.dim
 	KernelVector(g.kern, dst[:t], g.x[:t*d], x)
 	for i := 0; i < t; i++ {
@@ -229,7 +229,7 @@ func (g *GPUCB) forwardSubst(dst, x []float64) {
 }
 
 // Choose returns the arm with the largest UCB (ties broken at random).
-func (g *GPUCB) Choose(arms [][]float64) Decision {
+func (g *gpUCB) Choose(arms [][]float64) Decision {
 	if len(arms) == 0 {
 		panic("gp-ucb: Choose with no arms")
 	}
@@ -257,7 +257,7 @@ func (g *GPUCB) Choose(arms [][]float64) Decision {
 }
 
 // cachedArm returns the index of x in the cached arm set, or -1.
-func (g *GPUCB) cachedArm(x []float64) int {
+func (g *gpUCB) cachedArm(x []float64) int {
 	if !g.valid {
 		return -1
 	}
@@ -276,7 +276,7 @@ func (g *GPUCB) cachedArm(x []float64) int {
 
 // Observe adds the reward of pulling x. O(A t) when x is in the cached arm
 // set, O(t^2 + A t) otherwise.
-func (g *GPUCB) Observe(x []float64, reward float64) error {
+func (g *gpUCB) Observe(x []float64, reward float64) error {
 	if len(x) != g.dim { // input.go: an error, never a panic
 		return fmt.Errorf("gp-ucb: len(x) = %d, want dim = %d: %w", len(x), g.dim, ErrDim)
 	}
@@ -325,7 +325,7 @@ func (g *GPUCB) Observe(x []float64, reward float64) error {
 }
 
 // Predict returns the posterior mean and standard deviation of f(x). O(t^2).
-func (g *GPUCB) Predict(x []float64) Prediction {
+func (g *gpUCB) Predict(x []float64) Prediction {
 	if err := checkInput(x, g.dim); err != nil { // input.go: flagged, never a panic
 		return invalidPrediction(err)
 	}
@@ -341,10 +341,10 @@ func (g *GPUCB) Predict(x []float64) Prediction {
 }
 
 // Update is Observe (the Learner view of a bandit: y is the reward of x).
-func (g *GPUCB) Update(x []float64, _ Prediction, y float64) error { return g.Observe(x, y) }
+func (g *gpUCB) Update(x []float64, _ Prediction, y float64) error { return g.Observe(x, y) }
 
 // MarshalBinary writes t, X, y, L, v, log det and the PRNG.
-func (g *GPUCB) MarshalBinary() ([]byte, error) {
+func (g *gpUCB) MarshalBinary() ([]byte, error) {
 	n := g.t
 	w := NewStateWriter(make([]byte, 0, 64+8*(n*g.dim+2*n+n*(n+1)/2)), "gp-ucb", gpucbStateVersion)
 	w.Int(g.dim)
@@ -359,7 +359,7 @@ func (g *GPUCB) MarshalBinary() ([]byte, error) {
 }
 
 // UnmarshalBinary restores a state written by MarshalBinary for the same spec.
-func (g *GPUCB) UnmarshalBinary(blob []byte) error {
+func (g *gpUCB) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "gp-ucb", gpucbStateVersion)
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 	r := NewRand(3)
 	arms := testArms(r, 25, 3)
 	spec := gaussianSpec("gp-ucb", 3, 0.8, map[string]any{"xi": 0.2, "beta": 1.5})
-	g := newBandit(t, spec, "k").(*GPUCB)
+	g := newBandit(t, spec, "k").(*gpUCB)
 	var xs [][]float64
 	var ys []float64
 	for step := 0; step < 60; step++ {
@@ -164,7 +164,7 @@ func TestBanditRoundTripExact(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if bk, ok := orig.(*BKB); ok && len(bk.logSlot) > 0 {
+				if bk, ok := orig.(*bkb); ok && len(bk.logSlot) > 0 {
 					midEpoch++
 				}
 				restored := newBandit(t, spec, "user-1")
