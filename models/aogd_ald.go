@@ -3,15 +3,15 @@ package models
 // AOGD-ALD: adaptive online gradient descent on a dictionary grown by the
 // approximate-linear-dependence (ALD) test.
 //
-// Paper: J. Li, S. Liao, ICML 2023 (seeds/000), Sec. 3, Algorithm 1, eq. (4),(5)
+// Paper: J. Li, S. Liao, ICML 2023, Sec. 3, Algorithm 1, eq. (4),(5)
 // (ALD test), eq. (6) (projected gradient step), eq. (2),(3) (KOGD step and ball
-// projection), Theorem 3.2 (alpha, B0). Spec: seed-000-004 §1.3, §0.3, §0.4.
+// projection), Theorem 3.2 (alpha, B0). Notes: docs/regression.md.
 //
 // Round t (Update; Predict is f_t(x) = a' kS(x)):
 //  1. yhat = a' kS(x) with the current f, g = l'(yhat, y) = 2 (yhat - y). A round
-//     with g = 0 changes nothing ([SUGGEST] §1.3 step 2; the paper adds/skips
+//     with g = 0 changes nothing ([SUGGEST]; the paper adds/skips
 //     only on nonzero gradients).
-//  2. ALD test in Cholesky form ([SUGGEST] §0.4): l = L^{-1} kS(x),
+//  2. ALD test in Cholesky form ([SUGGEST]): l = L^{-1} kS(x),
 //     alpha_t = k(x,x) - l'l clamped at 0, with K_S = L L'.
 //  3. ALD holds (alpha_t <= alpha, before B0): gradhat = g Phi_S beta*,
 //     beta* = L'^{-1} l, ||gradhat||^2 = g^2 (k(x,x) - alpha_t); a <- a - eta g beta*.
@@ -19,14 +19,14 @@ package models
 //     append x with coefficient -eta g and extend L by [l', sqrt(alpha_t)].
 //  4. eta_t = U / sqrt(1 + sum_{tau<=t} ||gradhat_tau||^2) is computed AFTER the
 //     ALD test, because it includes the round-t gradient that the test decides
-//     ([RECON] §1.3: Alg. 1 line 4 computes it before line 6; the authors' code
+//     ([RECON]: Alg. 1 line 4 computes it before line 6; the authors' code
 //     computes it after).
-//  5. Ball projection (eq. 3) with ||f||^2 tracked by the recurrence of §0.3
+//  5. Ball projection (eq. 3) with ||f||^2 tracked by the recurrence of
 //     (the ALD form uses ||Phi_S beta*||^2 = k(x,x) - alpha_t), clamped at 0 and
-//     recomputed exactly as ||L' a||^2 every aogdRenormEvery updates ([SUGGEST] §0.3).
+//     recomputed exactly as ||L' a||^2 every aogdRenormEvery updates ([SUGGEST]).
 //
 // Representation: dual coefficients a over the dictionary, not the orthonormal
-// coordinates theta = L' a of §1.3 [SUGGEST]. The dual form is the paper's own,
+// coordinates theta = L' a of [SUGGEST]. The dual form is the paper's own,
 // it is what makes alpha = 0 reproduce KOGD coefficient for coefficient (the
 // oracle test), and it stays meaningful in the post-B0 phase, where the spec
 // notes the orthonormal form breaks down on near-duplicate pivots.
@@ -38,14 +38,14 @@ package models
 //   - L is kept over the whole dictionary, also after B0, so the cap below can
 //     fall back to the projected step. A point whose residual alpha_t is below
 //     aldAddFloor = 1e-10 is never appended, even in the KOGD phase; it takes the
-//     projected step instead (spec §1.10.2: the pivot sqrt(alpha_t) would be noise).
+//     projected step instead (docs/regression.md: the pivot sqrt(alpha_t) would be noise).
 //   - max_budget (default 256) caps |S|. 256 is well above the dictionaries of
 //     the paper's experiments (J = 29 on elevators, 44 on cpusmall) and keeps a
 //     full state near 270 KB (the packed factor is J(J+1)/2 floats; 1024 made
 //     it 4.2 MB, rewritten at every checkpoint). At the cap the dictionary is frozen and
 //     every update is the ALD-projected step onto span(S) (what the paper does
 //     when ALD holds), so the learner keeps learning in bounded memory
-//     (spec §3 [SUGGEST] "cap Jmax and keep ALD-projected updates").
+//     (docs/regression.md [SUGGEST] "cap Jmax and keep ALD-projected updates").
 //   - Horizon: the stream does not know T, so params.T (default 10000) supplies
 //     the defaults alpha = 25/T (the paper's experiments) and
 //     B0 = floor((sqrt(d^2 + 4 d T) - d)/2) (Theorem 3.2, so d B0 + B0^2 = d T),
@@ -75,9 +75,9 @@ func init() {
 }
 
 // aldDictionary is a dictionary S (row-major, j x d) with the Cholesky factor
-// L of its Gram matrix, K_S = L L' (spec §0.4 [SUGGEST]). Shared by AOGD-ALD
+// L of its Gram matrix, K_S = L L' (docs/regression.md [SUGGEST]). Shared by AOGD-ALD
 // and NONS-ALD: its ALD residual's l = L^{-1} kS(x) is also NONS-ALD's
-// Nystrom feature vector in the Cholesky basis (§1.6.4).
+// Nystrom feature vector in the Cholesky basis.
 type aldDictionary struct {
 	d int
 	x []float64 // j x d

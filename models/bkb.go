@@ -6,11 +6,11 @@
 // optimization with adaptive sketching: scalable and no regret" (COLT 2019),
 // sec. 3.1 eq. (4) (approximate posterior), sec. 3.1/App. C.1 (resampling),
 // sec. 3.2 (counts instead of the pull list), Theorem 2/App. D.1 (beta~_t).
-// Spec: specs/seed-002-003-pkawv-and-bkb.md §8 (Algorithm 1 [RECON] §8.4),
-// §11 pitfalls P2-P5 and suggestions S1, S5-S8, S11.
+// Notes: docs/bandits.md (Algorithm 1 [RECON]),
+//  pitfalls P2-P5 and suggestions S1, S5-S8, S11.
 //
 // Per step, with S_t the inducing points, z(x) = (K_S^{1/2})^+ k_S(x) and the
-// pulled arms x~_1..x~_t (eq. 4 and its [DERIVED] variance form, §8.2):
+// pulled arms x~_1..x~_t (eq. 4 and its [DERIVED] variance form):
 //
 //	V_t           = Z_t' Z_t + lambda I = sum_i c_i z(p_i) z(p_i)' + lambda I
 //	mu~_t(x)      = z(x)' V_t^{-1} Z_t' y_t = z(x)' V_t^{-1} sum_i ysum_i z(p_i)
@@ -34,7 +34,7 @@
 //     whose residual k(s,s) - ||l||^2 is below 1e-9 k(s,s) (numerically in the
 //     span of the earlier ones) being skipped. This is the pseudo-inverse root
 //     on the numerically independent part of S, up to a rotation that leaves
-//     mu~ and sigma~ unchanged (§8.2 [DERIVED]); Size() reports the rank kept.
+//     mu~ and sigma~ unchanged ([DERIVED]); Size() reports the rank kept.
 //   - [SUGGEST S8] Incremental updates ("epochs"): the resampled S_{t+1} very
 //     often equals S_t as a set (every point whose inclusion probability is 1
 //     stays). Then the embedding is unchanged and the pull is a rank-one

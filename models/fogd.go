@@ -2,7 +2,7 @@ package models
 
 // FOGD: Fourier Online Gradient Descent (Lu, Hoi, Wang, Zhao, Liu, "Large
 // Scale Online Kernel Learning", JMLR 17, 2016, Algorithm 1), the
-// random-feature baseline of FORKS' Table 1 (spec seed-001 §10.3).
+// random-feature baseline of FORKS' Table 1 (docs/forks.md).
 //
 // Random Fourier features for the Gaussian kernel (Rahimi & Recht 2007):
 // u_1..u_D ~ N(0, sigma^-2 I_d) and
@@ -14,10 +14,10 @@ package models
 // y f < 1).
 //
 // Choices, as tagged in the spec:
-//   - [R §14.8] params.D counts frequencies; the feature vector has 2D
+//   - [R] params.D counts frequencies; the feature vector has 2D
 //     entries. Default D = 400, the paper's "feature dimension = 4B" read as
 //     the LSOKL toolbox does (4B frequencies at B = 100).
-//   - [SUGGEST §10.3] features are scaled by 1/sqrt(D) (as in the JMLR
+//   - [SUGGEST] features are scaled by 1/sqrt(D) (as in the JMLR
 //     paper), so the default eta = 0.2 means what it means for KOGD; the
 //     toolbox's unscaled features with eta = 0.002 are not reproduced.
 //   - The frequencies are drawn from the key's PRNG (seeded by Setup.Seed)

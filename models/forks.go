@@ -2,14 +2,14 @@ package models
 
 // FORKS: Wen, Zhang, Wei, Hou, Li, Zhang, "Fast Second-Order Online Kernel
 // Learning Through Incremental Matrix Sketching and Decomposition"
-// (arXiv 2410.11188 v2), Algorithm 1 as reconstructed in spec seed-001 §6.2.
+// (arXiv 2410.11188 v2), Algorithm 1 as reconstructed in docs/forks.md.
 //
 // Stage 1 (Algorithm 1 lines 3-6): KOGD on a budget of B support vectors;
 // a record is added when its loss is non-zero (see forksStage1).
 // When the budget fills (line 7-9): the sketches Phi_pm = S_p^T K S_m and
 // Phi_pp = S_p^T K S_p of Eq. 3 are built from the B x B kernel matrix with a
-// CountSketch S_p (SJLT with one block, "d = 1", §2.1) and a uniform column
-// sample S_m of s_m landmarks (§2.2), Phi_pp ~ V Lambda V^T at rank k, and the
+// CountSketch S_p (SJLT with one block, "d = 1") and a uniform column
+// sample S_m of s_m landmarks, Phi_pp ~ V Lambda V^T at rank k, and the
 // explicit feature map of Eq. 5 is phi(x) = Z^T c_m(x) with
 // Z = pinv(Phi_pm) V Lambda^{1/2} and c_m(x) the kernel values at the landmarks.
 // Stage 2, every record: ONS in R^k (Eq. 10) with the generalized projection
@@ -20,13 +20,13 @@ package models
 // recomputed, and the ONS state is reset to A = alpha I, w = 0.
 //
 // Choices, as tagged in the spec:
-//   - [R §6.3.2, SUGGEST] an update round predicts with the old model first;
+//   - [R, SUGGEST] an update round predicts with the old model first;
 //     the sketch update and the reset happen in Update, which then takes one
 //     ONS step in the new feature space from w = 0.
-//   - [R §14.5, CODE] the new sub-sampling row s_m^(t+1) is 0: landmarks stay
+//   - [R, CODE] the new sub-sampling row s_m^(t+1) is 0: landmarks stay
 //     the s_m support vectors sampled when the sketch is built, so Phi_pm gains
 //     only the rank-1 term s_p b^T with b = c_m(x_t).
-//   - [CODE §14.6, SUGGEST §2.4] psi (the new kernel column) runs over the B
+//   - [CODE, SUGGEST] psi (the new kernel column) runs over the B
 //     initial support vectors, whose CountSketch rows are kept, plus the last
 //     params.window points inserted into the sketch (a ring, with their rows).
 //     window = 0 (default) is the reference code: memory O(B d), but once the
@@ -34,10 +34,10 @@ package models
 //     missing). window >= number of insertions is the paper's exact Eq. 4
 //     (Phi_pp = S_p^T K S_p, PSD); in between it is a bounded compromise.
 //     TISVD keeps the k largest eigenvalues and the feature map uses
-//     sqrt(max(lambda, 0)) (§11.2).
-//   - [P §14.3] A_t includes g_t (standard ONS, Algorithm 1 line 19 before 20):
+//     sqrt(max(lambda, 0)).
+//   - [P] A_t includes g_t (standard ONS, Algorithm 1 line 19 before 20):
 //     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
-//   - [CODE §14.2] projection = "eager" (default): the state is the
+//   - [CODE] projection = "eager" (default): the state is the
 //     projected w; f = phi^T w; after a step v = w - A_t^{-1} g_t the new w
 //     is the A_t-norm projection of v onto |phi_t^T w| <= C with the *current*
 //     record's phi_t, as the reference code does, and records with zero loss
@@ -48,26 +48,26 @@ package models
 //     makes every unclamped prediction a margin error, A grows every round
 //     and learning stalls: on cod-rna (Table 1 settings) it is several points
 //     worse than eager, which reproduces the paper (docs/forks.md). When
-//     phi^T A^{-1} phi < 1e-12 the projection is skipped (§11.8).
-//   - [P §14.7] rho counts every stage-2 record (the paper's "once every rho
+//     phi^T A^{-1} phi < 1e-12 the projection is skipped.
+//   - [P] rho counts every stage-2 record (the paper's "once every rho
 //     examples"), not only margin errors as the reference code does. There is
 //     no N in a stream, so rho is absolute; default 2000 (see docs/forks.md).
-//   - [SUGGEST §6.3.3] when the sketch is built, w starts at the least-squares
+//   - [SUGGEST] when the sketch is built, w starts at the least-squares
 //     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
 //     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
 //     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
-//   - [SUGGEST §11.6] pinv(Phi_pm) V Lambda^{1/2} as a rank-revealing
+//   - [SUGGEST] pinv(Phi_pm) V Lambda^{1/2} as a rank-revealing
 //     least-squares solve (pivoted Cholesky of the s_m x s_m Gram matrix,
 //     relative cut-off; see computeZ), recomputed only in update rounds.
 //   - Stage-1 admission: hinge, squared hinge and logistic add x when
 //     y f < 1 (for hinge and squared hinge that is "loss > 0"; for logistic the
-//     spec's margin rule, §7 [SUGGEST], since its loss is never 0); square
+//     reconstruction's margin rule, [SUGGEST], since its loss is never 0); square
 //     loss adds every record with f != y. The KOGD coefficient is -eta l'(f, y)
-//     (hinge: eta y), no shrinking (§10.1).
+//     (hinge: eta y), no shrinking.
 //   - Losses: hinge (default, Tables 1-3), squared hinge (KuaiRec Fig. 3b),
-//     logistic [SUGGEST §7], square for regression [SUGGEST §7]; for square
+//     logistic [SUGGEST], square for regression [SUGGEST]; for square
 //     loss C must cover the targets' range (default C = 1 suits [0, 1]).
-//   - D = 1 SJLT block (all the paper's experiments); float64 throughout (§11.1).
+//   - D = 1 SJLT block (all the paper's experiments); float64 throughout.
 //
 // Numerical guard: every update computes into scratch (including TISVD's next
 // buffers and the next Z), checks finiteness, and only then commits; the PRNG
@@ -117,7 +117,7 @@ type forks struct {
 	v        []float64 // k: ONS iterate (eager: projected w; lazy: unprojected v)
 	ainv     []float64 // k x k: A^{-1}
 	// The last `window` points inserted into the sketch, a ring: psi also
-	// runs over them (spec §2.4 "AllSketched", bounded).
+	// runs over them (docs/forks.md "AllSketched", bounded).
 	ringX    []float64 // window x d
 	ringCode []int     // window: CountSketch rows, as code
 	ringN    int       // points in the ring (<= window)
@@ -359,7 +359,7 @@ func (l *forks) onsStep(dl float64, phi []float64) error {
 	return nil
 }
 
-// eagerStep is the reference code's order ([CODE] §14.2): the state is the
+// eagerStep is the reference code's order ([CODE]): the state is the
 // projected w, f = phi^T w unclamped; on a non-zero gradient
 // v = w - A_t^{-1} g, then w = Proj_{A_t}(v) onto |phi_t^T w| <= C with the
 // current record's phi_t. With A_t^{-1} phi = q/den the projection moves v
@@ -598,7 +598,7 @@ func (l *forks) buildSketch() error {
 			l.code[i] = b + 1
 		}
 	}
-	// Landmarks: s_m distinct indices, uniform without replacement (§2.2 [CODE]).
+	// Landmarks: s_m distinct indices, uniform without replacement ([CODE]).
 	idx := make([]int, B)
 	for i := range idx {
 		idx[i] = i

@@ -5,7 +5,7 @@
 // optimization with adaptive sketching: scalable and no regret" (COLT 2019),
 // sec. 2 eq. (1)-(3) (posterior mean/variance and UCB) and sec. 4.1 eq. (7)-(8)
 // (the frequentist confidence radius of Chowdhury & Gopalan 2017). Spec:
-// specs/seed-002-003-pkawv-and-bkb.md §7, §11 (S9).
+// docs/bandits.md (S9).
 //
 // Posterior over the t pulled arms x_1..x_t (with repetitions):
 //
@@ -60,7 +60,7 @@ const gpucbStateVersion = 1
 
 // Defaults shared by gp-ucb and bkb (docs/bandits.md).
 const (
-	banditDefaultXi    = 0.5 // rewards in [0,1] (clicks) are 1/2-sub-Gaussian (spec §13.2)
+	banditDefaultXi    = 0.5 // rewards in [0,1] (clicks) are 1/2-sub-Gaussian (docs/bandits.md)
 	banditDefaultDelta = 0.1
 	banditDefaultF     = 1
 )

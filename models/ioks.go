@@ -4,7 +4,7 @@ package models
 //
 //	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
 //	Bandit Feedback", ECML-PKDD 2022, Sec. 4, Algorithm 2, eq. (4)-(6),
-//	Theorem 4.1, App. B, App. C (spec seed-000-004 §2.5).
+//	Theorem 4.1, App. B, App. C (docs/kernel-selection.md).
 //
 // Online mirror descent over the simplex with the modified alpha-Tsallis
 // regularizer psi_t(p) = sum_i (-alpha/eta_{t,i}) p_i^{1/alpha} (alpha = 8),
@@ -34,12 +34,12 @@ package models
 //     [0, ctilde] (h is increasing and convex in mu, so Newton from the upper
 //     end converges monotonically; a step that leaves the bracket or meets a
 //     non-positive base bisects instead) to |h - 1| <= 1e-13, at most 100
-//     steps, then q is renormalised to sum exactly 1 (spec §2.9 item 3).
+//     steps, then q is renormalised to sum exactly 1 (docs/kernel-selection.md).
 //     [CODE] stops at |h - 1| <= 1e-5 and does not renormalise; the
 //     difference is below the tables' precision.
 //   - [SUGGEST] q is floored at 1e-300 before q^{1/alpha - 1}.
 //   - [RECON] clipping uses eq. (4)'s "p >= max eta" (App. B and Alg. 4 and
-//     [CODE] write ">"; immaterial, spec §4 item 10).
+//     [CODE] write ">"; immaterial, docs/kernel-selection.md).
 //
 // Params: sigmas, U, T, G1, lmax, alpha, eta, delta, upsilon, max_budget;
 // rf-ioks (rf_oks.go) adds D and clip and has no max_budget.

@@ -11,18 +11,18 @@ import (
 // kawv: exact Kernel-AWV, the oracle of the PKAWV family.
 //
 // Paper: Jézéquel, Gaillard & Rudi, NeurIPS 2019 [P002], sec. 2 eq. 3 (the
-// kernelised Vovk-Azoury-Warmuth forecaster), Prop. 1-2. Spec: seed-002-003 §2.
+// kernelised Vovk-Azoury-Warmuth forecaster), Prop. 1-2. Notes: docs/pkawv.md.
 //
 //	f_t = argmin_f sum_{s<t} (y_s - f(x_s))^2 + lambda ||f||^2 + f(x_t)^2,  y_hat_t = f_t(x_t)
 //
-// [DERIVED §2] with L the lower Cholesky factor of K_{t-1} + lambda I over the
+// [DERIVED] with L the lower Cholesky factor of K_{t-1} + lambda I over the
 // stored inputs, l = L^{-1} k_{t-1}(x_t) and z = L^{-1} Y_{t-1}:
 //
 //	ridge (KRR, what P002 ran on real data): y_hat = l'z
 //	awv:  y_hat = l'z / (1 + h),  h = (k(x_t,x_t) - l'l) / lambda
 //
 // and the update appends the row (l', sqrt(k(x_t,x_t) + lambda - l'l)) to L
-// and (y_t - l'z)/L_tt to z [SUGGEST §2]. O(t d + t^2) per record, O(t^2)
+// and (y_t - l'z)/L_tt to z [SUGGEST]. O(t d + t^2) per record, O(t^2)
 // memory: the cost the PKAWV variants avoid.
 //
 // Params: lambda (default 1; [1e-8, 1e8]); mode (awv | ridge, default awv;

@@ -4,22 +4,22 @@ package models
 // ball, the reference oracle of paper 000.
 //
 // Paper: J. Li, S. Liao, "Nearly Optimal Algorithms with Sublinear
-// Computational Complexity for Online Kernel Regression", ICML 2023 (seeds/000),
+// Computational Complexity for Online Kernel Regression", ICML 2023,
 // Sec. 2, eq. (2) (functional gradient step fbar = f - eta g k(x,.)) and eq. (3)
-// (projection f = min{1, U/||fbar||_H} fbar). Spec: seed-000-004 §1.2, §0.3.
+// (projection f = min{1, U/||fbar||_H} fbar). Notes: docs/regression.md.
 //
 //   - f = sum_i a_i k(s_i, .) over every past instance with a nonzero gradient
 //     (the paper's S); a round with g = 0 changes nothing.
 //   - Learning rate: the constant param eta when given; otherwise the adaptive
-//     eta_t = U / sqrt(1 + sum_{tau<=t} ||grad_tau||_H^2) of spec §1.2 (the rate
+//     eta_t = U / sqrt(1 + sum_{tau<=t} ||grad_tau||_H^2) of docs/regression.md (the rate
 //     AOGD-ALD's analysis uses), with ||grad||^2 = g^2 k(x,x).
-//   - ||f||_H^2 is tracked by the exact recurrence of spec §0.3
+//   - ||f||_H^2 is tracked by the exact recurrence of docs/regression.md
 //     (||f - c k(x,.)||^2 = ||f||^2 - 2 c f(x) + c^2 k(x,x)), clamped at 0.
 //   - Update recomputes f(x) with the current function rather than trusting
 //     p.Value: the norm recurrence needs the current f(x), and with inline labels
 //     the two are equal.
 //
-// Cap (not in the paper; spec §1.10.8): memory is O(d t), so the dictionary is
+// Cap (not in the paper; docs/regression.md): memory is O(d t), so the dictionary is
 // bounded by max_budget (default 100000). At the cap KOGD stops learning: the
 // dictionary and the coefficients are frozen, later updates are counted as
 // dropped and change nothing else. KOGD is an oracle; a capped stream should use

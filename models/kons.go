@@ -2,12 +2,12 @@ package models
 
 // KONS: exact kernel online Newton step, the oracle for NONS-ALD.
 //
-// Paper: J. Li, S. Liao, ICML 2023 (seeds/000), Sec. 4.1, Algorithm 2, eq. (7):
+// Paper: J. Li, S. Liao, ICML 2023, Sec. 4.1, Algorithm 2, eq. (7):
 // A_t = A_{t-1} + eta grad_t grad_t' (A_0 = mu I), f_{t+1} = f_t - A_t^{-1} grad_t,
 // grad_t = g_t phi(x_t), g_t = 2 (yhat_t - y_t). As written, no projection
-// (Sec. 4.1: "for simplicity use H"). Spec: seed-000-004 §1.4.
+// (Sec. 4.1: "for simplicity use H"). Notes: docs/regression.md.
 //
-// Finite implementation ([SUGGEST] §1.4, via Lemma D.1 / Woodbury). With
+// Finite implementation ([SUGGEST], via Lemma D.1 / Woodbury). With
 // D = diag(sqrt(eta) g_tau), M_t = D K_t D + mu I_t and f = sum_tau c_tau k(x_tau, .):
 //
 //	A_t^{-1} phi(x_t) = (1/mu) [phi(x_t) - Phi D M_t^{-1} D k_t]

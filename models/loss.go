@@ -7,7 +7,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/label"
 )
 
-// Loss is l(y_hat, y) with its derivative in y_hat (spec seed-000 §0.2).
+// Loss is l(y_hat, y) with its derivative in y_hat (docs/regression.md).
 type Loss interface {
 	Name() string
 	Value(yhat, y float64) float64
@@ -83,7 +83,7 @@ func (SquaredHinge) Deriv(yhat, y float64) float64 { return -2 * y * math.Max(0,
 func (SquaredHinge) Classification() bool          { return true }
 
 // Logistic is ln(1 + exp(-y y_hat)), computed as softplus to avoid overflow
-// (spec seed-000 §0.2 [SUGGEST]).
+// (docs/regression.md [SUGGEST]).
 type Logistic struct{}
 
 func (Logistic) Name() string                  { return "logistic" }

@@ -2,7 +2,7 @@ package models
 
 // NOGD: Nystrom Online Gradient Descent (Lu, Hoi, Wang, Zhao, Liu, "Large
 // Scale Online Kernel Learning", JMLR 17, 2016, Algorithm 3), the Nystrom
-// baseline of FORKS' Table 1 (spec seed-001 §10.2).
+// baseline of FORKS' Table 1 (docs/forks.md).
 //
 // Stage 1: budgeted KOGD (the same stage as FORKS, forksStage1) until B
 // support vectors are stored. Then, once: K = [kappa(SV_i, SV_j)] (B x B),
@@ -12,9 +12,9 @@ package models
 // The support vectors and M are frozen.
 //
 // Choices, as tagged in the spec:
-//   - [L §10.2] w starts at the KOGD model carried over: w = M^{+T} alpha =
+//   - [L] w starts at the KOGD model carried over: w = M^{+T} alpha =
 //     D_k^{1/2} V_k^T alpha, so w^T phi(x) = alpha^T V_k V_k^T k_SV(x).
-//   - [SUGGEST §10.2] eigenpairs with lambda <= 1e-10 lambda_max are dropped
+//   - [SUGGEST] eigenpairs with lambda <= 1e-10 lambda_max are dropped
 //     (their row of M is 0), guarding D_k^{-1/2}.
 //   - The map is built as soon as the budget fills (the toolbox waits for the
 //     next margin error; the model is the same).

@@ -2,25 +2,25 @@ package models
 
 // NONS-ALD: Nystrom online Newton step on an ALD dictionary.
 //
-// Paper: J. Li, S. Liao, ICML 2023 (seeds/000), Sec. 4.2-4.5, Algorithm 3:
+// Paper: J. Li, S. Liao, ICML 2023, Sec. 4.2-4.5, Algorithm 3:
 // Nystrom features phi_j(x) = P^{1/2}_{S(j)} phi(x), epoch transition
 // (Lemma 4.2 eq. (10), Lemma 4.3 eq. (11),(12)), the ONS step of Sec. 4.4
 // (A_j(t) = A_j(t-1) + eta grad grad', wtilde = w - A^{-1} grad), the projection
 // (8) onto W_t = {w : |w' phi_j(x_t)| <= U} in closed form (Thm 4.9) and
-// eta = 1/(4(U^2+Y^2)) (Thm 4.6). Spec: seed-000-004 §1.6, §1.10.
+// eta = 1/(4(U^2+Y^2)) (Thm 4.6). Notes: docs/regression.md.
 //
 // Choices made from the spec:
-//   - [RECON] §1.6.2/§1.6.3: the text version, not Algorithm 3 as printed. Every
+//   - [RECON]/: the text version, not Algorithm 3 as printed. Every
 //     round predicts; when ALD fails at x_t, x_t is added and the round predicts
 //     and updates with the new j-dimensional features.
-//   - [SUGGEST] §1.6.4: Cholesky-basis Nystrom features phi_j(x) = L_j^{-1} kS(x),
+//   - [SUGGEST]: Cholesky-basis Nystrom features phi_j(x) = L_j^{-1} kS(x),
 //     K_S = L L'. In this basis Q_{j,j-1} = [I; 0], so eq. (10),(12) become
 //     A_j = blockdiag(A_{j-1}, mu), w_j = [w_{j-1}; 0], and x_t's features are
 //     [l; sqrt(alpha_t)]. A dictionary addition is O(j) instead of an O(j^3)
 //     eigendecomposition; the ALD test's l = L^{-1} kS(x) is the feature vector.
-//     The eigen form of §1.6.3 is implemented as a test oracle
+//     The eigen form of is implemented as a test oracle
 //     (nons_ald_test.go) and the predictions agree to 1e-9.
-//   - [SUGGEST] §1.10.4: A is kept as its Cholesky factor C (A = C C'), updated
+//   - [SUGGEST]: A is kept as its Cholesky factor C (A = C C'), updated
 //     by the O(j^2) rank-one update with sqrt(eta) grad (linalg.Rank1Update),
 //     and A^{-1} v is two triangular solves. Unlike an explicit A^{-1} under
 //     Sherman-Morrison, the factor cannot drift away from symmetric positive
@@ -31,22 +31,22 @@ package models
 //     validated before anything is committed (numerical guard).
 //   - Update reuses the kernel vector and features Predict just computed for the
 //     same x (predictMemo, memo.go); results are bit-identical either way.
-//   - [RECON] §1.6.3 step 2 and §1.10.7: the projection (8) of w_{t+1} needs
+//   - [RECON] and: the projection (8) of w_{t+1} needs
 //     x_{t+1}, so it is lazy. The state holds wtilde (pending) and Update first
 //     projects it with the old-basis features of its own x, before any basis
 //     change (eq. (11): w_{j-1}(s_j) uses phi_{j-1}(x_{s_j})). Predict must not
 //     mutate state, so it returns clip(wtilde' phi_old(x), -U, U): projecting
 //     onto W_t with instance x moves the prediction on x exactly to the clip.
 //     With inline labels this is the paper's order.
-//   - [SUGGEST] §1.10.5: the projection is skipped when m(ytilde) = 0 or
+//   - [SUGGEST]: the projection is skipped when m(ytilde) = 0 or
 //     phi' A^{-1} phi = 0.
-//   - [SUGGEST] §1.10.2: a point is added only if alpha_t > max(alpha, 1e-10).
+//   - [SUGGEST]: a point is added only if alpha_t > max(alpha, 1e-10).
 //   - The gradient uses the learner's own yhat recomputed in Update (equal to
 //     p.Value with inline labels). With delayed labels (Predict x1, Predict x2,
 //     Update x1, ...) the pending projection is applied with the instance being
 //     updated; the paper does not define that case.
 //
-// Cap (spec §3 [SUGGEST]): max_budget (default 256, as aogd-ald: well above the
+// Cap (docs/regression.md [SUGGEST]): max_budget (default 256, as aogd-ald: well above the
 // paper's dictionaries, a full state near 270 KB instead of 4 MB at 1024) bounds |S|. At the cap no
 // point is added and ALD is treated as holding (features phi_old(x)), so the
 // learner keeps learning in bounded memory.

@@ -7,7 +7,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// nonsEigenOracle is NONS-ALD in the paper's own form (spec §1.6.3): Nystrom
+// nonsEigenOracle is NONS-ALD in the paper's own form (docs/regression.md): Nystrom
 // features Sigma^{-1/2} U' kS(x) from the eigendecomposition of K_S, the
 // transition Q_{j,j-1} = Sigma_j^{-1/2} U_j' K_{S(j),S(j-1)} U_{j-1} Sigma_{j-1}^{-1/2},
 // A <- mu I + Q (A - mu I) Q' (Lemma 4.2), w <- Q w (Lemma 4.3), the lazy
@@ -164,7 +164,7 @@ func s0Dot(a, b []float64) float64 {
 }
 
 // The paper's eigen form and the shipped Cholesky form must make the same
-// predictions (spec §1.6.4), including rounds where the W_t projection is
+// predictions (docs/regression.md), including rounds where the W_t projection is
 // active (U = 0.6 on targets in about [0, 1]).
 func TestSeed000NONSALDEigenFormAgrees(t *testing.T) {
 	for _, c := range []struct {

@@ -4,7 +4,7 @@ package models
 //
 //	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
 //	Bandit Feedback", ECML-PKDD 2022, Algorithm 1, Theorem 2.1, Remark 1
-//	(after Yang et al., "Online kernel selection", 2012); spec seed-000-004 §2.3.
+//	(after Yang et al., "Online kernel selection", 2012); docs/kernel-selection.md.
 //
 // Exp3-style exponential weights over K kernel-expansion learners with fixed
 // constants tuned on the horizon T:
@@ -21,10 +21,10 @@ package models
 //	lambda = lambda_scale * sqrt(delta / (K T G^2))
 //
 // lambda_scale is the experiments' multiplier in {1, 5, 10, 25}; the default 25
-// is the authors' code [CODE]. T is params.T (default 10000, spec §3 option
+// is the authors' code [CODE]. T is params.T (default 10000, docs/kernel-selection.md option
 // (a)); the paper's runs use the dataset length. [SUGGEST] the weights are
 // kept as cumulative importance-weighted losses and normalised by a shifted
-// softmax so that they cannot underflow (spec §2.9 item 1).
+// softmax so that they cannot underflow (docs/kernel-selection.md).
 //
 // Params: sigmas, T, G, lmax, lambda_scale, max_budget (see oks_base.go for
 // the behaviour at the cap).

@@ -3,16 +3,16 @@ package models
 // Shared machinery of the online kernel selection learners of
 //
 //	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
-//	Bandit Feedback", ECML-PKDD 2022 (seeds/004, spec seed-000-004 §2).
+//	Bandit Feedback", ECML-PKDD 2022 (docs/kernel-selection.md).
 //
 // Every algorithm of the family (oks, oks++, ioks, rf-oks++, rf-ioks) is one
 // oksLearner: K base learners ("arms"), one per Gaussian width sigma_i, and a
 // selection rule over them. Each round the learner samples one arm
 // I_t ~ p_t from the key's PRNG, predicts f_{t,I_t}(x_t), and on the label
-// computes only that arm's loss (bandit feedback, spec §2.1). The rule turns
+// computes only that arm's loss (bandit feedback, docs/kernel-selection.md). The rule turns
 // the importance-weighted loss into the next distribution p_{t+1} and the
 // played arm's step size lambda_{t,I_t}; the arm then takes the projected,
-// importance-weighted gradient step of spec §2.2 (eq. (2) in kernel form,
+// importance-weighted gradient step of docs/kernel-selection.md (eq. (2) in kernel form,
 // eq. (8) in random-feature form).
 //
 // Rules: oks.go (Algorithm 1, Yang et al. 2012), oks_plus.go (OKS++, Sec. 3,
@@ -24,19 +24,19 @@ package models
 // a label that arrives after other updates still updates the arm that
 // predicted, with the importance weight it was sampled with. The loss and its
 // derivative are taken at the served prediction Prediction.Value; the RKHS
-// norm recurrence (spec §0.3) needs the arm's *current* value at x, which
+// norm recurrence (docs/kernel-selection.md) needs the arm's *current* value at x, which
 // Update recomputes unless the arm is unchanged since Predict (the common,
 // synchronous case; a scratch cache, not state, makes that free).
 //
-// Memory [SUGGEST, spec §2.9 item 6]: the paper's kernel-form arms store every
+// Memory [SUGGEST, docs/kernel-selection.md]: the paper's kernel-form arms store every
 // played example. Here each arm holds at most max_budget support vectors;
 // at the cap a step is projected onto the nearest support vector or replaces
 // the smallest coefficient, whichever perturbs f less in RKHS norm (see
 // kernelArms). The RF forms (rf_oks.go) are bounded by construction.
 //
 // Other [SUGGEST] choices: exponential weights are normalised by a softmax
-// shifted by the smallest cumulative loss (spec §2.9 item 1); the squared RKHS
-// norm is clamped at 0 before sqrt (§0.3); every update computes all new
+// shifted by the smallest cumulative loss (docs/kernel-selection.md); the squared RKHS
+// norm is clamped at 0 before sqrt ; every update computes all new
 // scalars, the next distributions and the arm step into scratch first, and
 // commits only when all are finite (numerical guard).
 //
@@ -67,7 +67,7 @@ type KernelSelector interface {
 // oksStateVersion is the learner-state version of every algorithm of the family.
 const oksStateVersion = 1
 
-// oksDefaultSigmas is the paper's grid 2^{-2:1:3} (spec §2.8).
+// oksDefaultSigmas is the paper's grid 2^{-2:1:3} (docs/kernel-selection.md).
 var oksDefaultSigmas = []float64{0.25, 0.5, 1, 2, 4, 8}
 
 // oksMaxArms bounds K so that a mistaken spec cannot allocate without bound.
@@ -293,7 +293,7 @@ func oksIsDistribution(v []float64) bool {
 }
 
 // oksSoftmaxNeg writes q_i = exp(-eta L_i) / sum_j exp(-eta L_j), shifted by
-// min L so that it neither overflows nor underflows to 0/0 (spec §2.9 item 1).
+// min L so that it neither overflows nor underflows to 0/0 (docs/kernel-selection.md).
 func oksSoftmaxNeg(q, cum []float64, eta float64) {
 	m := cum[0]
 	for _, v := range cum[1:] {
@@ -341,7 +341,7 @@ func oksReadSigmas(s *Setup) []float64 {
 	return append([]float64(nil), sig...)
 }
 
-// oksDefaultU is the paper's U: 15 for the logistic loss, 1 otherwise (spec §2.8).
+// oksDefaultU is the paper's U: 15 for the logistic loss, 1 otherwise (docs/kernel-selection.md).
 func oksDefaultU(loss Loss) float64 {
 	if loss.Name() == "logistic" {
 		return 15
@@ -350,7 +350,7 @@ func oksDefaultU(loss Loss) float64 {
 }
 
 // oksDefaultHorizon is params.T when a stream does not give it: the horizon
-// on which OKS's and IOKS's constants are tuned (spec §3 option (a)).
+// on which OKS's and IOKS's constants are tuned (docs/kernel-selection.md option (a)).
 const oksDefaultHorizon = 10000
 
 // oksReadHorizon reads params.T (integer >= 2; the paper's runs use T = dataset length).
@@ -359,7 +359,7 @@ func oksReadHorizon(s *Setup) float64 {
 }
 
 // ---------------------------------------------------------------------------
-// Kernel-expansion arms (spec §2.2, kernel form), bounded by max_budget.
+// Kernel-expansion arms (docs/kernel-selection.md, kernel form), bounded by max_budget.
 
 // oksDefaultMaxBudget is the default cap on support vectors per arm.
 const oksDefaultMaxBudget = 4096
@@ -369,7 +369,7 @@ type kernelArm struct {
 	gamma float64   // 1/(2 sigma^2)
 	sv    []float64 // row-major support vectors, n x d
 	a     []float64 // coefficients
-	norm2 float64   // ||f||^2_H by the recurrence of spec §0.3
+	norm2 float64   // ||f||^2_H by the recurrence of docs/kernel-selection.md
 	ver   uint64    // steps taken since construction/restore (cache validity; not state)
 }
 
@@ -413,7 +413,7 @@ func (a *kernelArm) eval(x, kv []float64) float64 {
 // per-round time O(B d). On elevators (square loss, 10 shuffles) OKS++ loses
 // little at B = 1024 per width (docs/kernel-selection.md). The paper has no
 // budget; a budget large enough never to fill reproduces it exactly. The norm
-// is not periodically recomputed as a'Ka (spec §0.3 [SUGGEST]): that costs
+// is not periodically recomputed as a'Ka (docs/kernel-selection.md [SUGGEST]): that costs
 // O(B^2 d), and the test finds the recurrence exact to 1e-8 at the cap.
 type kernelArms struct {
 	d         int

@@ -4,7 +4,7 @@ package models
 //
 //	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
 //	Bandit Feedback", ECML-PKDD 2022, Sec. 3, Theorem 3.1, App. A, App. F
-//	Algorithm 3 (spec seed-000-004 §2.4).
+//	Algorithm 3 (docs/kernel-selection.md).
 //
 // OKS (oks.go) with (i) the projected arm update of eq. (2) onto the ball
 // ||f||_H <= U, (ii) data-dependent delta_t, eta_t and per-arm lambda_{t,i},
@@ -21,20 +21,20 @@ package models
 //
 // Choices from the spec:
 //   - [RECON] cumulative (lazy) form of the q update (App. F + [CODE]), not
-//     the OMD form of App. A (§2.4, §4 item 7).
+//     the OMD form of App. A.
 //   - [RECON] Delta keeps the indicator 1[I_tau = i] that Alg. 3 line 9 omits.
 //   - [CODE] Sq uses q_{t,I_t} from before the update; it travels in
 //     Prediction.Aux so that a delayed label uses the q it was sampled under.
 //   - [PAPER] defaults: logistic U = 15, C0 = 1, G = 1 (nu = 1); square and
 //     squared hinge U = 1, C0 = 4, G = 1 (nu = 2 sets G = 1 inside delta and
 //     lambda). The absolute loss is not smooth and is rejected.
-//   - [SUGGEST] softmax shifted by min Lcum (spec §2.9 item 1).
+//   - [SUGGEST] softmax shifted by min Lcum (docs/kernel-selection.md).
 //   - [CODE] variant, params.variant = "author-code" (logistic loss only):
 //     the authors' OKS++logistic.R and RF-OKS++logistic.R overwrite the
 //     variable holding c1 with exp(-y f(x)) inside the loop, so delta_t and
 //     lambda use e = exp(-y_t f_{t,I_t}(x_t)) in place of c1 (and e^3 in
 //     place of c1^3 = G C0 U^2 K^2). The published logistic numbers (Tables
-//     2, 5, 8) were probably produced by it (spec §2.4, §4 item 9). The
+//     2, 5, 8) were probably produced by it (docs/kernel-selection.md). The
 //     default "paper" implements the paper's formula.
 //
 // Params: sigmas, U, C0, G, variant; oks++ adds max_budget (kernel form);

@@ -12,19 +12,19 @@ import (
 // Paper: Jézéquel, Gaillard & Rudi, NeurIPS 2019 [P002]: sec. 3 eq. 4 and
 // sec. 3.2 eq. 7 (projection on span{phi(x) : x in I_t}), Prop. 5 / Thm. 6
 // (KORS dictionary, Calandriello et al. 2017), App. H Algorithm 2 and H.2
-// (Nystrom_kernel_AWV, KORS). Spec: seed-002-003 §6 (6.1-6.3 [RECON]), §11 P1, S4.
+// (Nystrom_kernel_AWV, KORS). Notes: docs/pkawv.md (6.1-6.3 [RECON]) P1, S4.
 //
 // With the dictionary x~_1..x~_m and H_t = K_{t,m}'K_{t,m} + lambda K_{m,m}
 // (rows of x_1..x_t, the current one included), g = K_{t-1,m}' Y_{t-1}:
 //
-//	awv:   y_hat_t = k_m(x_t)' H_t^{-1} g                      (§6.1, App. H)
+//	awv:   y_hat_t = k_m(x_t)' H_t^{-1} g                      (App. H)
 //	ridge: y_hat_t = k_m(x_t)' (H_t - k k')^{-1} g = awv / (1 - k'H_t^{-1}k)   (projected KRR)
 //
-// H_t is kept as its lower Cholesky factor L (§11 P1: the paper avoids
+// H_t is kept as its lower Cholesky factor L ( P1: the paper avoids
 // Sherman-Morrison here): each record is a rank-one update of L by its row
 // (cholupdate '+', linalg.Tri.Rank1UpdateTo); a new centre borders L.
 //
-// KORS (§6.2, P002 App. H.2 function KORS): with KORS weights s_j and
+// KORS (P002 App. H.2 function KORS): with KORS weights s_j and
 // Minv = (S K_mm S + mu I)^{-1}, q = (s_j k(x~_j, x_t))_j, w = q' Minv q,
 //
 //	tau_t = (1+eps) (k(x_t,x_t) - w) / (k(x_t,x_t) + mu - w)       [DERIVED]
@@ -34,7 +34,7 @@ import (
 // unless x_t is taken); p_t = min(beta tau_t, 1), z_t ~ Bernoulli(p_t).
 //
 // Choices ([RECON]/[SUGGEST]/[CODE]):
-//   - [SUGGEST §6.2, issue] weight s = 1/sqrt(p): sum_j s_j^2 phi_j phi_j' is
+//   - [SUGGEST, issue] weight s = 1/sqrt(p): sum_j s_j^2 phi_j phi_j' is
 //     then unbiased for Phi'Phi (the standard ridge-leverage reweighting). The
 //     paper's code multiplies by S_j = 1/p, which shrinks tau faster for
 //     covered directions (smaller dictionaries); not offered as a param.
@@ -43,7 +43,7 @@ import (
 //   - [CODE] Bordering: a new centre appends the row (L^{-1}c, sqrt(dd - |L^{-1}c|^2))
 //     to L, the direct form of App. H's cholup(u,'+'), cholup(v,'-') pair
 //     (same factor, one triangular solve instead of two rank-one passes). If the
-//     pivot is not positive (x_t numerically in the span: §11 S4), the centre is
+//     pivot is not positive (x_t numerically in the span: S4), the centre is
 //     not added; KORS already gives such points p ~ 0.
 //   - [CODE] Randomness without changing state in Predict: the uniform U that
 //     decides z_t is drawn at the end of the previous Update and stored in the
@@ -51,7 +51,7 @@ import (
 //     dictionary exactly where Algorithm 2 does (before predicting x_t), and
 //     Update reaches the same decision. The PRNG (models.Rand seeded with
 //     Setup.Seed) is in the state.
-//   - [CODE] Bounded memory (spec §6.3 caveat, §15.5). The exact algorithm needs
+//   - [CODE] Bounded memory (docs/pkawv.md caveat). The exact algorithm needs
 //     every past input to give a new centre its column over past rows. Here:
 //     (a) the dictionary stops growing at max_budget (no more KORS draws);
 //     (b) past inputs are kept in a window of the last `history` records; a
@@ -63,7 +63,7 @@ import (
 //     is the paper's algorithm. Once the dictionary is full the window is
 //     dropped. Memory: O(history d + max_budget^2 + max_budget d). The accuracy
 //     cost is measured in docs/pkawv.md.
-//   - [SUGGEST §6.3] g is maintained incrementally (O(m) per record).
+//   - [SUGGEST] g is maintained incrementally (O(m) per record).
 //   - [CODE] Predict leaves the next factor in scratch; Update swaps it in when it
 //     gets the same x with no update in between (checked bit for bit), else
 //     recomputes. Results are identical either way.
@@ -157,7 +157,7 @@ func (l *pkawvNystrom) prepare(x []float64) {
 	l.kappa = l.kernel.Diag(x)
 	l.ok = true
 
-	// KORS (§6.2) while the budget allows.
+	// KORS  while the budget allows.
 	l.add, l.prob = false, 0
 	if m < l.budget {
 		for j := range l.q {
@@ -213,7 +213,7 @@ func (l *pkawvNystrom) korsTau(q []float64, kappa float64) float64 {
 	return (1 + l.eps) * (kappa - wq) / (kappa + l.mu - wq)
 }
 
-// border computes x's column over the window and the current row (§6.3 step
+// border computes x's column over the window and the current row ( step
 // 3, with the bounded window) and appends it to l.next; it clears l.add when
 // the Schur complement is not positive.
 func (l *pkawvNystrom) border(x []float64) {

@@ -12,31 +12,31 @@ import (
 // Paper: Jézéquel, Gaillard & Rudi, "Efficient online learning with kernels
 // for adversarial large scale problems", NeurIPS 2019 [P002]: sec. 3 eq. 4
 // (projected Kernel-AWV), sec. 3.1 (Taylor basis, eq. 6, Thm. 4), App. H.1
-// Algorithm 1 and H.2 class PhiAWV. Spec: seed-002-003 §3-§5, §11 (S2, S3).
+// Algorithm 1 and H.2 class PhiAWV. Notes: docs/pkawv.md (S2, S3).
 //
 // With the orthonormal basis v(x) = (g_k(x))_{|k|<=M} (taylor.go), PKAWV is
 // linear Vovk-Azoury-Warmuth in R^r, r = C(M+d, M):
 //
 //	A_t = lambda I + sum_{s<=t} v_s v_s',  b_t = sum_{s<t} y_s v_s
 //	u = A_{t-1}^{-1} v_t,  h = v_t' u
-//	awv:   y_hat = v_t' A_t^{-1} b = (u'b)/(1+h)     (Algorithm 1, corrected per spec §0.1)
-//	ridge: y_hat = u'b                              ("projected KRR", what P002 ran on real data; §5)
+//	awv:   y_hat = v_t' A_t^{-1} b = (u'b)/(1+h)     (Algorithm 1, corrected per docs/pkawv.md)
+//	ridge: y_hat = u'b                              ("projected KRR", what P002 ran on real data;)
 //	then A_t^{-1} = A_{t-1}^{-1} - u u'/(1+h) (Sherman-Morrison), b += y_t v_t.
 //
 // Choices:
-//   - [SUGGEST §4.3] multi-index features (taylor.go).
+//   - [SUGGEST] multi-index features (taylor.go).
 //   - [CODE] Sherman-Morrison on the packed symmetric inverse (linalg.Sym, MulVec + Rank1): the
 //     paper's update, O(r^2) per record (predict r^2 + update r^2/2 multiply-adds).
 //     Packed storage keeps A^{-1} exactly symmetric, which removes the
-//     loss-of-symmetry drift §11 S2 warns about. Drift of A^{-1} against a fresh
+//     loss-of-symmetry drift S2 warns about. Drift of A^{-1} against a fresh
 //     inverse of lambda I + sum v v' was measured (TestPKAWVTaylorDrift and
 //     docs/pkawv.md): relative Frobenius error 5e-12 (M=3, r=165) and 3e-12
 //     (M=4, r=495) after all 59,535 cod-rna records, cond(A) = 3e4, i.e. at the
 //     rounding level of the reference inverse itself; A^{-1} stayed positive
 //     definite. So no periodic refactorisation is done (it would double the
 //     state to keep C).
-//   - [SUGGEST §11 S2] awv and ridge are computed from the same u.
-//   - [SUGGEST §11 S3] only the Gaussian kernel has this basis; other kernels are
+//   - [SUGGEST S2] awv and ridge are computed from the same u.
+//   - [SUGGEST S3] only the Gaussian kernel has this basis; other kernels are
 //     a spec error. Inputs should be scaled (eval -scale) so that exp(-||x||^2/(2 sigma^2))
 //     does not underflow.
 //   - r is bounded by MaxTaylorFeatures (spec error beyond, naming r and its memory).

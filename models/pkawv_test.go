@@ -49,7 +49,7 @@ func pkRun(t testing.TB, l Learner, xs [][]float64, ys []float64) []float64 {
 }
 
 // TestKAWVClosedForm checks the incremental oracle against the definition
-// (spec §2): y_hat_t = k_t' (K_t + lambda I)^{-1} (Y_{t-1}, 0) for AWV and
+// (docs/pkawv.md): y_hat_t = k_t' (K_t + lambda I)^{-1} (Y_{t-1}, 0) for AWV and
 // the KRR form on t-1 points, solved densely with gonum.
 func TestKAWVClosedForm(t *testing.T) {
 	const n, d, lambda = 40, 3, 0.5
@@ -96,7 +96,7 @@ func TestKAWVClosedForm(t *testing.T) {
 }
 
 // TestPKAWVApproachesKAWV: Taylor with a large M and Nyström with a full
-// dictionary reproduce the exact oracle on a small stream (spec §6.1, §14).
+// dictionary reproduce the exact oracle on a small stream (docs/pkawv.md).
 func TestPKAWVApproachesKAWV(t *testing.T) {
 	const n, d = 80, 2
 	xs, ys := pkStream(2, n, d, 0.6)
@@ -134,7 +134,7 @@ func TestPKAWVApproachesKAWV(t *testing.T) {
 }
 
 // TestPKAWVTaylorDrift measures the Sherman-Morrison drift of A^{-1} against
-// a fresh inverse of lambda I + sum v v' (spec §11 S2): this is why no
+// a fresh inverse of lambda I + sum v v' (docs/pkawv.md S2): this is why no
 // periodic refactorisation is done.
 func TestPKAWVTaylorDrift(t *testing.T) {
 	const n, d, m = 20000, 6, 2
@@ -382,7 +382,7 @@ func TestPKAWVParamValidation(t *testing.T) {
 
 // TestKORSLeverageExact: with every point taken (p = 1, weights 1), KORS's
 // tau equals (1+eps) [K (K + mu I)^{-1}]_{tt} on the dictionary plus x_t
-// (spec §6.2 [DERIVED]); this checks the bordered inverse updates of Minv.
+// (docs/pkawv.md [DERIVED]); this checks the bordered inverse updates of Minv.
 func TestKORSLeverageExact(t *testing.T) {
 	const n, d, mu, eps = 12, 3, 0.3, 0.5
 	xs, ys := pkStream(10, n+1, d, 1)

@@ -4,7 +4,7 @@ package models
 //
 //	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
 //	Bandit Feedback", ECML-PKDD 2022, Sec. 5, eq. (8), App. D-F, Algorithms 3
-//	and 4 (spec seed-000-004 §2.6).
+//	and 4 (docs/kernel-selection.md).
 //
 // Each arm i is a linear model on Gaussian random Fourier features
 //
@@ -26,7 +26,7 @@ package models
 //     feature vector has 2D entries (cos and sin).
 //   - [CODE]/[SUGGEST] clip defaults to U/sqrt(D) (D = number of frequencies),
 //     as the authors' code; it bounds ||v||_2 by sqrt(2) U.
-//   - [SUGGEST] (spec §2.9 item 5) Omega is drawn from a PRNG seeded by one
+//   - [SUGGEST] (docs/kernel-selection.md) Omega is drawn from a PRNG seeded by one
 //     64-bit word taken from the key's PRNG when the learner is built; the
 //     state stores that word, not the D x d matrix, and Omega is regenerated
 //     from it on restore when it differs. State size: 8 K (2D) bytes for the

@@ -53,7 +53,7 @@ func s0Specs() []Spec {
 }
 
 // AOGD-ALD with alpha = 0 and no cap appends every point (ALD never holds), so
-// it must be KOGD with the same adaptive rate (spec §1.3, issue 2 oracle test).
+// it must be KOGD with the same adaptive rate (docs/regression.md, issue 2 oracle test).
 func TestSeed000AOGDALDAlphaZeroIsKOGD(t *testing.T) {
 	xs, ys := s0Data(300, 4, 1)
 	ref := mustNew(t, gaussianSpec("kogd", 4, 0.7, map[string]any{"U": 0.5}), "key")
@@ -75,7 +75,7 @@ func TestSeed000AOGDALDAlphaZeroIsKOGD(t *testing.T) {
 }
 
 // NONS-ALD with alpha = 0 adds every point, so its Nystrom space is the span of
-// all past instances and it must be exact KONS (spec §1.5-1.6). U is large so
+// all past instances and it must be exact KONS (docs/regression.md). U is large so
 // that neither the clip nor the W_t projection (absent from KONS) is active.
 func TestSeed000NONSALDAlphaZeroIsKONS(t *testing.T) {
 	xs, ys := s0Data(250, 4, 2)

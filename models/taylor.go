@@ -8,7 +8,7 @@ import (
 
 // Taylor feature map of the Gaussian kernel (Jézéquel, Gaillard & Rudi,
 // NeurIPS 2019, "Efficient online learning with kernels for adversarial large
-// scale problems" [P002], sec. 3.1 eq. 6, App. D; spec seed-002-003 §4).
+// scale problems" [P002], sec. 3.1 eq. 6, App. D; docs/pkawv.md).
 //
 // For a multi-index k in N0^d with |k| <= M:
 //
@@ -20,9 +20,9 @@ import (
 // factors (Lemma 12); the truncation error is at most
 // (R/sigma)^{2M+2}/(M+1)! when ||x||, ||x'|| <= R (Lemma 13).
 //
-// [SUGGEST §4.3] multi-indices (r = C(M+d, M) features), not the paper
+// [SUGGEST] multi-indices (r = C(M+d, M) features), not the paper
 // code's ordered tuples (sum_k d^k features): same inner products, smaller state.
-// [SUGGEST §4.4] every feature of degree j >= 1 is computed from one parent of
+// [SUGGEST] every feature of degree j >= 1 is computed from one parent of
 // degree j-1 by one multiplication, so a feature vector costs O(r + d) with no
 // pow or factorial at run time. The table depends on (d, M) only and is shared
 // by every learner with that shape.

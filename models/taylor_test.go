@@ -8,7 +8,7 @@ import (
 )
 
 func TestTaylorFeatureCount(t *testing.T) {
-	// Spec §4.1 / §14: r = C(M+d, M).
+	// Spec /: r = C(M+d, M).
 	cases := []struct{ d, m, r int }{
 		{5, 2, 21}, {5, 3, 56}, {5, 4, 126},
 		{8, 2, 45}, {8, 3, 165}, {8, 4, 495},

@@ -3,7 +3,7 @@ package models
 // TISVD: Truncated Incremental SVD, Algorithm 2 (Appendix B.2) and Eqs. 6-9
 // of Wen et al., "Fast Second-Order Online Kernel Learning Through
 // Incremental Matrix Sketching and Decomposition" (arXiv 2410.11188 v2),
-// in the symmetric form the spec recommends (seed-001 §4 [SUGGEST]).
+// in the symmetric form the reconstruction recommends (docs/forks.md [SUGGEST]).
 //
 // FORKS applies it to M = Phi_pp, which is symmetric, with a symmetric
 // update Delta_1 Delta_2^T = X G X^T (X = [s_p, a], G = [[kappa, 1], [1, 0]],
@@ -17,20 +17,20 @@ package models
 //
 // which keeps M ~ V Lambda V^T with V orthonormal (s_p x k). Choices from the
 // spec, all tagged there:
-//   - [SUGGEST §11.3] P comes from Gram-Schmidt with a second pass against V
+//   - [SUGGEST] P comes from Gram-Schmidt with a second pass against V
 //     and P ("twice is enough") and drops directions whose residual norm is
 //     below 1e-10 ||X_j||, so Delta's true rank (<= 2) is used, not a fixed 3
-//     columns as in the reference code ([CODE] bug, §11.3).
-//   - [SUGGEST §11.2] the eigenvalues kept are the k largest (algebraic), so a
+//     columns as in the reference code ([CODE] bug).
+//   - [SUGGEST] the eigenvalues kept are the k largest (algebraic), so a
 //     sketch that lost PSD-ness under the reference-code psi keeps its
 //     dominant positive directions; the feature map clamps negatives to 0.
-//   - [SUGGEST §11.4] orthogonality safeguard: after every update
+//   - [SUGGEST] orthogonality safeguard: after every update
 //     ||V^T V - I||_F is measured (O(s_p k^2), the cost of Eq. 9 itself) and
 //     above 1e-9 V is re-orthonormalised without Phi_pp: V = QR (modified
 //     Gram-Schmidt), R Lambda R^T = W Omega W^T, V <- Q W, Lambda <- Omega.
 //     This is exact for the current rank-k approximation.
 //   - Cost per update O(s_p k (k+c) + (k+c)^3), the paper's Remark 1 read as
-//     in spec §4 [R]. The small eigenproblem uses linalg.SymEig (Jacobi), so an
+//     in docs/forks.md [R]. The small eigenproblem uses linalg.SymEig (Jacobi), so an
 //     update allocates nothing.
 //
 // Updates write into V/Lambda "next" buffers; commit swaps them in, so a
@@ -237,7 +237,7 @@ func (t *tisvd) orthoError(v []float64) float64 {
 	return math.Sqrt(e)
 }
 
-// reorthonormalize is the §11.4 safeguard on the next buffer: when V has
+// reorthonormalize is the safeguard on the next buffer: when V has
 // drifted from orthonormality, V = Q R (modified Gram-Schmidt),
 // R Lambda R^T = W Omega W^T, V <- Q W, Lambda <- Omega. The represented
 // matrix V Lambda V^T is unchanged.

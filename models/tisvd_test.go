@@ -148,7 +148,7 @@ func TestTISVDMatchesTruncatedOracleOverManyUpdates(t *testing.T) {
 // On a real FORKS sketch, Phi_pp = S_p^T K S_p of a Gaussian kernel matrix
 // that grows by one point per update (Eq. 11), kept exactly here, TISVD's
 // rank-k factors after many updates must match the full decomposition of the
-// exact sketch up to the truncation error TISVD cannot recover (§11.5): the
+// exact sketch up to the truncation error TISVD cannot recover : the
 // spectrum decays fast, so the leading eigenvalues and subspace agree closely.
 func TestTISVDAgainstFullDecompositionOfTheSketch(t *testing.T) {
 	const d, B, sp, k, inserts = 3, 60, 40, 8, 400

@@ -111,7 +111,7 @@ func (s *Set) Permute(perm []int) *Set {
 	return out
 }
 
-// Adversarial builds the adversarial stream of FORKS §13.3 (after
+// Adversarial builds the adversarial stream of FORKS (Wen et al., Sec. 5; after
 // Calandriello et al. 2017a): blocks instances, the i-th being row perm[i],
 // each repeated r times, with the label negated in every even block (1-based;
 // i%2 == 1 zero-based). T = blocks*r. Labels are mapped to -1/+1 first.
