@@ -296,6 +296,42 @@ func (l *banditLoop) final() string {
 }
 
 func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
+	env, loops, rate, err := banditDemoSetup(d)
+	if err != nil {
+		return err
+	}
+	dir, removeDir, err := demoStateDir(d.dir, "kernelstream-bandit-demo-")
+	if err != nil {
+		return err
+	}
+	defer removeDir()
+	topics := []string{demoDLQ}
+	for _, l := range loops {
+		topics = append(topics, l.input, l.output)
+	}
+	b, addr, err := startDemoBroker(ctx, d.port, topics)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := banditDemoIntro(out, &d, env, loops, addr, topics); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait, errs, err := startBanditLoops(runCtx, cancel, out, d, loops, addr, dir, rate)
+	if err != nil {
+		return err
+	}
+	loopErrs := banditDemoProgress(runCtx, cancel, out, d, loops)
+	cancel()
+	wait()
+	return banditDemoReport(ctx, out, loops, append(errs(), loopErrs...))
+}
+
+// banditDemoSetup builds the click environment and one closed loop per
+// model of -models, and decides the feed rate and the decisions planned.
+func banditDemoSetup(d demoFlags) (*banditenv.Clicks, []*banditLoop, float64, error) {
 	algs := d.models
 	if !d.set["models"] {
 		algs = banditDemoModels
@@ -306,9 +342,8 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	}
 	env, err := banditenv.NewClicks(banditenv.ClickConfig{Users: users}, banditDemoSeed)
 	if err != nil {
-		return err
+		return nil, nil, 0, err
 	}
-	ec := env.Config()
 	rate := d.rate
 	if !d.set["rate"] {
 		// As fast as the loop goes: at a capped rate the feeder writes
@@ -325,24 +360,22 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		a = strings.TrimSpace(a)
 		l := newBanditLoop(i, a, env, n)
 		if err := l.spec.Validate(); err != nil {
-			return fmt.Errorf("-models %s: %w", a, err)
+			return nil, nil, 0, fmt.Errorf("-models %s: %w", a, err)
 		}
 		loops = append(loops, l)
 	}
-	dir, removeDir, err := demoStateDir(d.dir, "kernelstream-bandit-demo-")
-	if err != nil {
-		return err
+	return env, loops, rate, nil
+}
+
+// banditDemoIntro prints what the demo runs and how to look at it (and
+// resolves the HTTP address's port 0 in d).
+func banditDemoIntro(out io.Writer, d *demoFlags, env *banditenv.Clicks, loops []*banditLoop, addr string, topics []string) error {
+	ec := env.Config()
+	n := d.records
+	if n <= 0 {
+		n = banditDemoPlan
 	}
-	defer removeDir()
-	topics := []string{demoDLQ}
-	for _, l := range loops {
-		topics = append(topics, l.input, l.output)
-	}
-	b, addr, err := startDemoBroker(ctx, d.port, topics)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
+	var err error
 	fmt.Fprintf(out, "kernelstream bandit demo: embedded Kafka broker on %s, topics %s (%d partitions)\n", addr, strings.Join(topics, ", "), demoPartitions)
 	fmt.Fprintf(out, "  audience: %d users, %d items with features in [-1,1]^%d; each decision offers %d random items;\n", ec.Users, ec.Items, ec.Dim, ec.Candidates)
 	fmt.Fprintf(out, "  click probability sigmoid(%g + %g <user preference, item>); the 1/0 reward comes 1..%d decisions of the user later\n", ec.Bias, ec.Scale, ec.MaxDelay)
@@ -363,12 +396,16 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "  Ctrl-C stops (checkpoint, leave the group, exit); at most %d decisions\n", n)
 	}
+	return nil
+}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// startBanditLoops starts, per model, the consumer, the reader of its
+// decisions and the feeder of its decision records; wait waits for them
+// all, errs returns what they returned.
+func startBanditLoops(runCtx context.Context, cancel context.CancelFunc, out io.Writer, d demoFlags, loops []*banditLoop, addr, dir string, rate float64) (wait func(), errs func() []error, err error) {
 	logger := zerolog.New(service.ConsoleWriter(out)).Level(parseLevel(d.logLevel)).With().Timestamp().Logger()
 	var wg sync.WaitGroup
-	errs := make([]error, 2*len(loops))
+	results := make([]error, 2*len(loops))
 	for i, l := range loops {
 		cfg, err := demoConsumerConfig(i, "bandit-demo-", l.alg, addr, l.input, l.output, l.spec, dir, d.httpAddr, func(cfg *config.Config) {
 			// The closed loop leaves the input idle while the feeder waits
@@ -377,13 +414,13 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 			cfg.Kafka.RetryBackoffMax = 200 * time.Millisecond
 		})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			errs[2*i] = service.Serve(runCtx, cfg, logger.With().Str("model", l.alg).Logger(), l.model.set)
-			if errs[2*i] != nil {
+			results[2*i] = service.Serve(runCtx, cfg, logger.With().Str("model", l.alg).Logger(), l.model.set)
+			if results[2*i] != nil {
 				cancel()
 			}
 		}()
@@ -394,12 +431,17 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		go func() {
 			defer wg.Done()
 			if err := l.feed(runCtx, addr, rate); err != nil && !errors.Is(err, context.Canceled) {
-				errs[2*i+1] = err
+				results[2*i+1] = err
 				cancel()
 			}
 		}()
 	}
+	return wg.Wait, func() []error { return results }, nil
+}
 
+// banditDemoProgress prints the progress every -every until the planned
+// decisions are done (or ctx ends), and collects the loops' errors.
+func banditDemoProgress(runCtx context.Context, cancel context.CancelFunc, out io.Writer, d demoFlags, loops []*banditLoop) []error {
 	var loopErrs []error
 	start := time.Now()
 	demoProgress(runCtx, d.every, start, func(now time.Time, dt float64) bool {
@@ -442,16 +484,19 @@ func runBanditDemo(ctx context.Context, d demoFlags, out io.Writer) error {
 		}
 		return done
 	})
-	cancel()
-	wg.Wait()
+	return loopErrs
+}
+
+// banditDemoReport prints each model's final line and joins the errors.
+func banditDemoReport(ctx context.Context, out io.Writer, loops []*banditLoop, errs []error) error {
 	for _, l := range loops {
 		fmt.Fprintf(out, "final %-8s %s\n", l.alg, l.final())
 		for _, err := range l.errs {
-			loopErrs = append(loopErrs, fmt.Errorf("%s: %w", l.alg, err))
+			errs = append(errs, fmt.Errorf("%s: %w", l.alg, err))
 		}
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(out, "demo: interrupted; state checkpointed")
 	}
-	return errors.Join(append(errs, loopErrs...)...)
+	return errors.Join(errs...)
 }
