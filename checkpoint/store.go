@@ -146,8 +146,10 @@ func Open(opts Options) (*Store, error) {
 		// The LSM's overhead over the live state is bounded by its memtables
 		// (each also a file on disk) and the level-0 tables waiting for
 		// compaction; every checkpoint overwrites its learners, so these
-		// are mostly garbage. Two 16 MiB memtables and compaction at the
-		// first level-0 table keep it near 50 MiB (docs/scale.md, "Disk").
+		// are mostly garbage. Two 16 MiB memtables and compaction from two
+		// level-0 tables keep it within about 64 MiB (docs/soak.md); a
+		// 64 MiB base level (and bulk loads in key order, Load) keeps the
+		// restore of 100,000 keys from the changelog at 14 s instead of 36.
 		// The price: Badger caps a transaction at 15 % of the memtable
 		// (2.4 MiB), so bigger checkpoints take the staged path.
 		WithMemTableSize(memTableSize).
@@ -155,8 +157,9 @@ func Open(opts Options) (*Store, error) {
 		// transactions only write: no conflict to detect.
 		WithDetectConflicts(false).
 		WithNumMemtables(2).
-		WithNumLevelZeroTables(1).
-		WithNumLevelZeroTablesStall(4).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithBaseLevelSize(64 << 20).
 		WithNumCompactors(2).
 		// No block cache: with uncompressed tables a block is read in place
 		// from the memory map, and the cache's bookkeeping cost more than
