@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/kernelstream/kernelstream/processor"
 )
 
 // Validate checks every key and returns all problems at once, each naming
@@ -51,16 +53,14 @@ func (c *Config) Validate() error {
 		}
 		topics[s.val] = s.key
 	}
-	if k.StartOffset != "earliest" && k.StartOffset != "latest" {
-		bad("kafka.start_offset", "%q: want earliest or latest", k.StartOffset)
-	}
-	switch k.OffsetReset {
-	case "earliest", "latest", "fail":
-	default:
-		bad("kafka.offset_reset", "%q: want earliest, latest or fail", k.OffsetReset)
-	}
-	if k.WrongPartition != "count" && k.WrongPartition != "dead_letter" {
-		bad("kafka.wrong_partition", "%q: want count or dead_letter", k.WrongPartition)
+	for _, e := range []struct {
+		key, v  string
+		choices []string
+	}{{"kafka.start_offset", k.StartOffset, processor.StartOffsets}, {"kafka.offset_reset", k.OffsetReset, processor.OffsetResets},
+		{"kafka.wrong_partition", k.WrongPartition, processor.WrongPartitions}, {"output.compression", c.Output.Compression, processor.Compressions}} {
+		if err := processor.CheckChoice(e.v, e.choices); err != nil {
+			bad(e.key, "%v", err)
+		}
 	}
 	positiveDuration(bad, "kafka.session_timeout", k.SessionTimeout)
 	positiveDuration(bad, "kafka.heartbeat_interval", k.HeartbeatInterval)
@@ -139,11 +139,6 @@ func (c *Config) Validate() error {
 		bad("output.top_k", "%d must be >= 0", c.Output.TopK)
 	}
 	positiveDuration(bad, "output.batch_timeout", c.Output.BatchTimeout)
-	switch c.Output.Compression {
-	case "none", "gzip", "snappy", "lz4", "zstd":
-	default:
-		bad("output.compression", "%q: want none, gzip, snappy, lz4 or zstd", c.Output.Compression)
-	}
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			bad("http.addr", "%q is not [host]:port", c.HTTP.Addr)

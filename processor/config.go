@@ -262,19 +262,14 @@ func (cfg Config) Validate() error {
 			bad(t.name, "must differ from InputTopic %q", c.InputTopic)
 		}
 	}
-	if c.StartOffset != "earliest" && c.StartOffset != "latest" {
-		bad("StartOffset", "%q: want earliest or latest", c.StartOffset)
-	}
-	if _, ok := compressionCodecs[c.Compression]; !ok {
-		bad("Compression", "%q: want none, gzip, snappy, lz4 or zstd", c.Compression)
-	}
-	switch c.OffsetReset {
-	case "earliest", "latest", "fail":
-	default:
-		bad("OffsetReset", "%q: want earliest, latest or fail", c.OffsetReset)
-	}
-	if c.WrongPartition != "count" && c.WrongPartition != "dead_letter" {
-		bad("WrongPartition", "%q: want count or dead_letter", c.WrongPartition)
+	for _, e := range []struct {
+		field, v string
+		choices  []string
+	}{{"StartOffset", c.StartOffset, StartOffsets}, {"Compression", c.Compression, Compressions},
+		{"OffsetReset", c.OffsetReset, OffsetResets}, {"WrongPartition", c.WrongPartition, WrongPartitions}} {
+		if err := CheckChoice(e.v, e.choices); err != nil {
+			bad(e.field, "%v", err)
+		}
 	}
 	if err := c.Model.Validate(); err != nil {
 		bad("Model", "%v", err)
