@@ -61,3 +61,40 @@ func TestEnsureTopic(t *testing.T) {
 		t.Fatalf("created topic fails its own check: %v", err)
 	}
 }
+
+// TestReadLargeRecords reads records far larger than one fetch, between
+// small ones: the fetch grows for them and shrinks back.
+func TestReadLargeRecords(t *testing.T) {
+	b, err := broker.Start(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second}
+	if err := EnsureTopic(ctx, cl, "big", 1, TopicConfig{MaxMessageBytes: 8 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "big", BatchTimeout: time.Millisecond, BatchBytes: 16 << 20, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	sizes := []int{10, 3 << 20, 100, 5 << 20, 7}
+	for i, n := range sizes {
+		v := EncodeBundle(nil, &Bundle{Seq: 1, Learner: make([]byte, n)})
+		if err := w.WriteMessages(ctx, kafka.Message{Key: BundleKey([]byte{byte('a' + i)}), Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := Source{Brokers: b.Addrs(), Topic: "big"}.Read(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Records != len(sizes) {
+		t.Fatalf("read %d records, want %d", st.Records, len(sizes))
+	}
+	for i, n := range sizes {
+		if got := len(st.Bundles[string(rune('a'+i))].Learner); got != n {
+			t.Errorf("record %d: learner of %d bytes, want %d", i, got, n)
+		}
+	}
+}

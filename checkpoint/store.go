@@ -596,7 +596,7 @@ const nsHeld = 'h'
 
 // Load writes cp for partition part in bulk: the learners and pending
 // entries through Badger's batched writer (no transaction size limit, no
-// staging), then the meta in a transaction of its own. It is not
+// staging), then the meta, if any, in a transaction of its own. It is not
 // all-or-nothing like Commit; it is for restores whose source can be read
 // again: until the meta is written, the partition has no meta and counts as
 // holding no state, so a crash midway means restoring again.
@@ -624,6 +624,9 @@ func (s *Store) Load(part int, cp *Checkpoint) error {
 	}
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("checkpoint: load partition %d: %w", part, err)
+	}
+	if cp.Meta == nil {
+		return nil
 	}
 	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(partKey(nsMeta, part, nil), cp.Meta) })
 }

@@ -82,6 +82,7 @@ type learnerCache struct {
 	spare    map[string][]byte // the last committed inflight map, emptied: the next `evicted` (no regrowth)
 	fresh    map[string]bool   // evicted learners never stored in Badger
 	deleted  map[string]bool   // keys erased since the last snapshot: no older version may be read back
+	warm     warmBlobs         // learners restored from the changelog, not yet in Badger (warm.go)
 	onDisk   int               // learners in Badger for this partition
 	max      int
 	global   *atomic.Int64 // learners in memory, all partitions
@@ -150,6 +151,12 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 	blob, held := c.evicted[k]
 	if !held {
 		blob, held = c.inflight[k]
+	}
+	if !held {
+		var idle bool
+		if blob, held, idle = c.warm.take(k); idle {
+			c.fresh[k] = true // not in Badger
+		}
 	}
 	switch {
 	case c.deleted[k]:
@@ -254,6 +261,9 @@ func (c *learnerCache) value(k string) ([]byte, error) {
 	if b, ok := c.inflight[k]; ok {
 		return b, nil
 	}
+	if b, ok := c.warm.peek(k); ok {
+		return b, nil
+	}
 	b, _, err := c.store.Learner(c.part, []byte(k))
 	return b, err
 }
@@ -314,7 +324,12 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 func (c *learnerCache) committed(fresh int) {
 	clear(c.inflight)
 	c.spare, c.inflight = c.inflight, nil
-	c.setOnDisk(c.onDisk + fresh)
+	c.setOnDisk(c.onDisk + fresh + c.warm.committed())
+}
+
+// warmChunk returns the next chunk of restored learners for Badger.
+func (c *learnerCache) warmChunk() []checkpoint.Op {
+	return c.warm.chunk(func(k []byte) { c.stored.add(c.hash(k)) })
 }
 
 // abandoned ends the checkpoint in flight without a commit: its held blobs
@@ -333,6 +348,11 @@ func (c *learnerCache) abandoned() {
 		}
 	}
 	c.inflight = nil
+	c.warm.abandoned(func(k string) bool {
+		_, live := c.live[k]
+		_, held := c.evicted[k]
+		return live || held
+	})
 }
 
 // remove erases key: its learner leaves memory, its held blob is dropped,
@@ -345,6 +365,7 @@ func (c *learnerCache) remove(k string) {
 	}
 	delete(c.evicted, k)
 	delete(c.fresh, k)
+	c.warm.drop(k)
 	if c.deleted == nil {
 		c.deleted = map[string]bool{}
 	}
@@ -361,4 +382,5 @@ func (c *learnerCache) release() {
 	clear(c.fresh)
 	c.stored.reset()
 	c.inflight = nil
+	c.warm = warmBlobs{}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -118,6 +119,9 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		return err
 	}
 	w.p.c.restores.Add(1)
+	part := strconv.Itoa(w.part)
+	w.p.m.restoreSecs.WithLabelValues(part).Set(time.Since(start).Seconds())
+	w.p.m.restoreRecs.WithLabelValues(part).Set(float64(st.Records))
 	w.log.Info().Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).Bool("local_state", hasLocal).
 		Int("keys", len(st.Bundles)).Int("records", st.Records).Int64("bytes", st.Bytes).Int("ahead", len(w.skip)).
 		Dur("took", time.Since(start)).Msg("partition state restored from the changelog")
@@ -137,14 +141,18 @@ func (w *worker) localSeq() (uint64, bool, error) {
 	return probe.ckptSeq, true, nil
 }
 
-// applyChangelog replaces the partition's Badger state with st and notes
-// the keys whose bundle is newer than the marker.
+// applyChangelog replaces the partition's Badger state with st: its
+// pending entries are written now, its learners are handed to the cache
+// (warm.go) and reach Badger with the next checkpoints, and the marker's meta
+// is the partition's until then. It notes the keys whose bundle is newer
+// than the marker.
 func (w *worker) applyChangelog(st *changelog.State) error {
-	cp := checkpoint.Checkpoint{Meta: st.Marker.Meta}
+	cp := checkpoint.Checkpoint{}
 	w.skip = nil
+	warm := make(map[string][]byte, len(st.Bundles))
 	for k, b := range st.Bundles {
 		if b.Learner != nil {
-			cp.Learners = append(cp.Learners, checkpoint.Op{Key: []byte(k), Value: b.Learner})
+			warm[k] = b.Learner
 		}
 		for _, e := range b.Pending {
 			cp.Pending = append(cp.Pending, checkpoint.Op{Key: e.Key, Value: e.Value})
@@ -165,6 +173,8 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 	if err := w.store.Load(w.part, &cp); err != nil {
 		return fmt.Errorf("write the restored state: %w", err)
 	}
+	w.warm = warm
+	w.restoredMeta = st.Marker.Meta
 	return nil
 }
 

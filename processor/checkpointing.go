@@ -40,6 +40,7 @@ type snapshot struct {
 	kernelW    []float64 // kernel weights of the last updated learner, if exposed
 	abandoned  bool
 	changelog  []kafka.Message // bundles and marker, written before Badger
+	warm       []checkpoint.Op // restored learners it moves into Badger (warm.go), written before cp
 	erased     []string        // erased keys of the changelog records: tombstoned by the next checkpoint
 	tombstoned []string        // keys it tombstones (again candidates if it is abandoned)
 }
@@ -66,7 +67,7 @@ func (w *worker) startCheckpoint(ctx context.Context, gen *kafka.Generation) err
 
 // takeSnapshot returns nil when nothing changed since the last checkpoint.
 func (w *worker) takeSnapshot() (*snapshot, error) {
-	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil {
+	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() {
 		return nil, nil
 	}
 	if w.skip != nil && !w.skipDone() {
@@ -111,6 +112,13 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 			return nil, fmt.Errorf("%w: %w", errStoreFailed, err)
 		}
 	}
+	// Restored learners go into Badger a chunk per checkpoint; until the
+	// last one is there, Badger gets no meta (the partition counts as
+	// having no local state, and the changelog restores it again).
+	snap.warm = w.cache.warmChunk()
+	if len(w.cache.warm.idle) > 0 {
+		snap.cp.Meta = nil
+	}
 	if w.lastUpdated != nil {
 		if kw, ok := w.lastUpdated.l.(kernelWeighter); ok {
 			snap.kernelW = append([]float64(nil), kw.KernelWeights()...)
@@ -144,13 +152,24 @@ func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap
 			h(w.part)
 		}
 	}
-	if err := w.store.Commit(w.part, &snap.cp); err != nil {
+	if err := w.storeSnapshot(snap); err != nil {
 		return fmt.Errorf("%w: %w", errStoreFailed, err)
 	}
 	if err := gen.CommitOffsets(snap.offsets); err != nil {
 		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
 	}
 	return nil
+}
+
+// storeSnapshot writes snap into Badger: the restored learners it moves
+// first (older than anything of the same key in cp), then cp atomically.
+func (w *worker) storeSnapshot(snap *snapshot) error {
+	if len(snap.warm) > 0 {
+		if err := w.store.Load(w.part, &checkpoint.Checkpoint{Learners: snap.warm}); err != nil {
+			return err
+		}
+	}
+	return w.store.Commit(w.part, &snap.cp)
 }
 
 // pollCheckpoint handles the outcome of the checkpoint in flight, if any.

@@ -18,6 +18,8 @@ type metrics struct {
 	lag           *prometheus.GaugeVec
 	onDisk        *prometheus.GaugeVec
 	kernelWeight  *prometheus.GaugeVec
+	restoreSecs   *prometheus.GaugeVec
+	restoreRecs   *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
@@ -44,6 +46,14 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 			Namespace: "kernelstream", Name: "kernel_weight",
 			Help: "Kernel weights of the most recently updated learner of a partition, when the learner exposes them.",
 		}, []string{"partition", "kernel"}),
+		restoreSecs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "changelog_restore_seconds",
+			Help: "Duration of the partition's last restore from the changelog (read to its end, pending entries written).",
+		}, []string{"partition"}),
+		restoreRecs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "changelog_restore_records",
+			Help: "Changelog records read by the partition's last restore.",
+		}, []string{"partition"}),
 	}
 	if reg == nil {
 		return m
@@ -97,7 +107,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 		}
 		return math.Float64frombits(c.lossBits.Load()) / float64(n)
 	}))
-	reg.MustRegister(m.latency, m.checkpointDur, m.lag, m.onDisk, m.kernelWeight)
+	reg.MustRegister(m.latency, m.checkpointDur, m.lag, m.onDisk, m.kernelWeight, m.restoreSecs, m.restoreRecs)
 	return m
 }
 

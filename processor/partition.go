@@ -46,6 +46,8 @@ type worker struct {
 	ckptSeq           uint64                   // sequence number of the last checkpoint (the changelog's markers)
 	skip              map[string]changelogSkip // keys whose restored state is ahead of the resume offsets
 	tombstones        []string                 // erased keys whose empty bundle a completed checkpoint wrote: tombstoned next
+	warm              map[string][]byte        // learners the changelog restore read, for the cache (warm.go)
+	restoredMeta      []byte                   // the meta of the changelog's last marker, when restored from it
 	lagGauge          prometheus.Gauge
 	onDiskGauge       prometheus.Gauge
 	hard              context.Context // cancelled a bounded time after the worker's context
@@ -192,7 +194,8 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		if err := w.pollCheckpoint(); err != nil {
 			return err
 		}
-		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (w.sinceCkpt > 0 && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
+		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0
+		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (due && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
 			if err := w.startCheckpoint(ctx, gen); err != nil {
 				return err
 			}

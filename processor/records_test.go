@@ -263,3 +263,67 @@ func TestRefusedInputIsADeadLetter(t *testing.T) {
 	}
 	checkStates(t, replay(t, spec, good, DefaultTopK), ts.close())
 }
+
+// TestWarmRestore: a partition restored from the changelog starts with its
+// learners in memory (not in Badger), serves them on their keys' next
+// records, and moves them into Badger a chunk per checkpoint, with no
+// Badger meta until the last chunk is in; then Badger holds exactly the
+// state of an uninterrupted run.
+func TestWarmRestore(t *testing.T) {
+	t.Parallel()
+	first, then := stream(40, 3, 3, 45), stream(10, 2, 3, 46) // 30 keys reach Badger only by the chunks
+	src := newTester(t, lmsSpec, nil)
+	src.w.p.cfg.Changelog.Topic = "cl" // after the restore: the tester has no broker to restore from
+	src.consume(first...)
+	snap, err := src.w.takeSnapshot()
+	if err != nil || snap == nil {
+		t.Fatal(snap, err)
+	}
+	st := &changelog.State{Bundles: map[string]*changelog.Bundle{}}
+	for _, m := range snap.changelog {
+		d, err := changelog.Decode(m.Key, m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Marker != nil {
+			st.Marker = d.Marker
+		} else {
+			st.Bundles[string(d.Routing)] = d.Bundle
+		}
+	}
+
+	ts := newTester(t, lmsSpec, nil)
+	if err := ts.w.applyChangelog(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.w.restore(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ts.w.cache.warm.idle); n != 40 {
+		t.Fatalf("%d learners warm after the restore, want 40", n)
+	}
+	ts.next[tIn] = ts.w.nextIn
+	ts.w.cache.warm.limit = 1 // one learner per checkpoint
+	checkpoints := 0
+	for i, r := range then {
+		ts.consume(r)
+		if i%3 == 0 {
+			ts.checkpoint()
+			checkpoints++
+			_, hasMeta, err := ts.store.Meta(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if warming := len(ts.w.cache.warm.idle) > 0; hasMeta == warming {
+				t.Fatalf("checkpoint %d: Badger meta %v while %d learners are still warm", checkpoints, hasMeta, len(ts.w.cache.warm.idle))
+			}
+		}
+	}
+	for len(ts.w.cache.warm.idle) > 0 {
+		ts.checkpoint()
+	}
+	if _, hasMeta, _ := ts.store.Meta(0); !hasMeta {
+		t.Fatal("no Badger meta once every restored learner is in")
+	}
+	checkStates(t, replay(t, lmsSpec, append(append([]testRecord(nil), first...), then...), DefaultTopK), ts.close())
+}

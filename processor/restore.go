@@ -25,6 +25,10 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	if err != nil {
 		return err
 	}
+	if w.restoredMeta != nil { // restored from the changelog: Badger has no meta until its learners are in
+		meta, ok = w.restoredMeta, true
+		w.restoredMeta = nil
+	}
 	if ok {
 		if err := w.decodeMeta(meta); err != nil {
 			return err
@@ -61,6 +65,7 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	if err := w.cache.loadStored(); err != nil {
 		return err
 	}
+	w.cache.warm.idle, w.warm = w.warm, nil
 	w.onDiskGauge = w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part))
 	w.onDiskGauge.Set(float64(w.cache.onDisk))
 	w.lagGauge = w.p.m.lag.WithLabelValues(strconv.Itoa(w.part))

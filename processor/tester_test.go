@@ -133,7 +133,7 @@ func (ts *tester) checkpoint() {
 	if snap == nil {
 		return
 	}
-	if err := ts.store.Commit(ts.w.part, &snap.cp); err != nil {
+	if err := ts.w.storeSnapshot(snap); err != nil {
 		ts.t.Fatal(err)
 	}
 	ts.w.cache.committed(snap.fresh)
