@@ -41,6 +41,8 @@ func init() {
 		Losses:  []string{"square"},
 		Summary: "exact kernel online Newton step (paper 000 Alg. 2; oracle, O(d t + t^2) per round)",
 		New:     newKONS,
+		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 2,
 	})
 }
 
@@ -70,9 +72,9 @@ func newKONS(s *Setup) (Learner, error) {
 		kern:      s.Kernel,
 		loss:      s.Loss,
 		d:         s.Dim,
-		u:         p.Positive("U", 1),
+		u:         p.Positive("U", s.defU(1, 3)),
 		mu:        p.Positive("mu", 1),
-		maxBudget: p.Int("max_budget", 2000, 1, 20000),
+		maxBudget: p.Int("max_budget", s.defInt(2000, 256), 1, 20000),
 	}
 	l.eta = p.Positive("eta", 1/(4*(l.u*l.u+1)))
 	l.ensureScratch(1)

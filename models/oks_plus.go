@@ -50,7 +50,7 @@ func init() {
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
 			rule := newOKSPlusRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", oksDefaultMaxBudget, 1, 1<<24)
+			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
 			rng := NewRand(s.Seed)
 			return newOKSLearner("oks++", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), rng), nil
 		},
@@ -74,7 +74,7 @@ type oksPlusRule struct {
 }
 
 func newOKSPlusRule(s *Setup, k int) *oksPlusRule {
-	u := s.Params.Positive("U", oksDefaultU(s.Loss))
+	u := s.Params.Positive("U", oksDefaultU(s))
 	c0Def, gDef := 4.0, 1.0
 	if s.Loss.Name() == "logistic" {
 		c0Def = 1

@@ -20,8 +20,8 @@ type ScaleSpec struct {
 	// "none". Default "standard" (bandits: "none").
 	X string `json:"x,omitempty" yaml:"x,omitempty"`
 	// Y is "standard" (running mean and variance of the regression target)
-	// or "none". Default "standard" for the square loss, "none" otherwise;
-	// classification labels are never scaled.
+	// or "none". Default "standard" for a regression loss (square,
+	// absolute), "none" otherwise; classification labels are never scaled.
 	Y string `json:"y,omitempty" yaml:"y,omitempty"`
 }
 
@@ -42,7 +42,7 @@ func (s ScaleSpec) resolve(algorithm string, loss Loss) (x, y bool, err error) {
 	}
 	if sp.Y == "" {
 		sp.Y = scaleNone
-		if _, sq := loss.(Square); sq && !bandit {
+		if !loss.Classification() && !bandit {
 			sp.Y = scaleStandard
 		}
 	}
@@ -52,8 +52,8 @@ func (s ScaleSpec) resolve(algorithm string, loss Loss) (x, y bool, err error) {
 		}
 	}
 	if sp.Y == scaleStandard {
-		if _, sq := loss.(Square); !sq {
-			return false, false, fmt.Errorf("%w: scale.y = %q needs the square loss (labels of %s are classes)", ErrSpec, sp.Y, loss.Name())
+		if loss.Classification() {
+			return false, false, fmt.Errorf("%w: scale.y = %q needs a regression loss (labels of %s are classes)", ErrSpec, sp.Y, loss.Name())
 		}
 		if bandit {
 			return false, false, fmt.Errorf("%w: scale.y = %q: %s rewards are not scaled", ErrSpec, sp.Y, algorithm)

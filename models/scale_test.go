@@ -53,13 +53,16 @@ func TestScaleSpecResolve(t *testing.T) {
 // fed by hand with the statistics of the records before each one.
 func TestScaledMatchesHandScaling(t *testing.T) {
 	xs, ys := scaleStream(200)
-	spec := gaussianSpec("kogd", 3, 1.5, nil)
+	// Explicit params: the stream defaults (Setup.StreamX) differ from the
+	// papers' ones the unscaled inner learner would take.
+	params := map[string]any{"U": 2, "max_budget": 1000}
+	spec := gaussianSpec("kogd", 3, 1.5, params)
 	spec.Scale = ScaleSpec{X: "standard", Y: "standard"}
 	l := mustNew(t, spec, "k")
 	if _, ok := l.(*Scaled); !ok {
 		t.Fatalf("New gave %T, want *Scaled", l)
 	}
-	inner := mustNew(t, gaussianSpec("kogd", 3, 1.5, nil), "k")
+	inner := mustNew(t, gaussianSpec("kogd", 3, 1.5, params), "k")
 	var n float64
 	mean, m2 := make([]float64, 3), make([]float64, 3)
 	var ym, ym2 float64
