@@ -75,7 +75,10 @@ type oksPlusRule struct {
 
 func newOKSPlusRule(s *Setup, k int) *oksPlusRule {
 	u := s.Params.Positive("U", oksDefaultU(s))
-	c0Def, gDef := 4.0, 1.0
+	// G's stream default 0.1 (README "defaults per algorithm"): G C0 enters
+	// the step only as (G C0)^{-1/3} and the mixing constant as (G C0)^{1/3};
+	// on raw cod-rna (square loss, U 10) 7.1 % mistakes against 7.9 % at G 1.
+	c0Def, gDef := 4.0, s.def(1, 0.1)
 	if s.Loss.Name() == "logistic" {
 		c0Def = 1
 	}
