@@ -72,7 +72,7 @@ type kons struct {
 	// dynamic state (serialized)
 	t       int
 	dropped int
-	ymax    float64 // Y_t = max(1, max |y|) over the rounds that stored a point
+	ymax    float64    // Y_t = max(1, max |y|) over the rounds that stored a point
 	dict    []float64  // n x d
 	c       []float64  // f = sum c_i k(x_i, .)
 	dg      []float64  // sqrt(eta) g_i, the diagonal of D
