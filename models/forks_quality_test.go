@@ -9,26 +9,41 @@ import (
 	"github.com/kernelstream/kernelstream/models"
 )
 
-// forksQualityRun feeds n records to a learner of spec, predict then update,
-// and returns its mistake rate.
-func forksQualityRun(t *testing.T, spec models.Spec, n int, row func(int) []float64, y func(int) float64) float64 {
+// forksQualityCheck runs FORKS, NOGD and FOGD at the paper's Table 1 sizes
+// (sigma 2, features in [-1, 1]) on n records, predict then update, and
+// fails when a mistake rate exceeds its bound.
+func forksQualityCheck(t *testing.T, d, n int, row func(int) []float64, y func(int) float64, bounds map[string]float64) {
 	t.Helper()
-	l, err := models.New(spec, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mistakes := 0
-	for i := 0; i < n; i++ {
-		x := row(i)
-		p := l.Predict(x)
-		if (p.Value >= 0) != (y(i) > 0) {
-			mistakes++
-		}
-		if err := l.Update(x, p, y(i)); err != nil {
+	for _, tc := range []struct {
+		alg    string
+		params map[string]any
+	}{
+		{"forks", map[string]any{"B": 100, "rho": 2000}},
+		{"nogd", map[string]any{"B": 100, "k": 10}},
+		{"fogd", map[string]any{"D": 400}},
+	} {
+		spec := models.Spec{Algorithm: tc.alg, Dim: d, Kernel: models.KernelSpec{Sigma: 2}, Params: tc.params, Seed: 1, Scale: models.ScaleSpec{X: "none", Y: "none"}} // the paper's offline scaling
+		l, err := models.New(spec, "")
+		if err != nil {
 			t.Fatal(err)
 		}
+		mistakes := 0
+		for i := 0; i < n; i++ {
+			x := row(i)
+			p := l.Predict(x)
+			if (p.Value >= 0) != (y(i) > 0) {
+				mistakes++
+			}
+			if err := l.Update(x, p, y(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rate := float64(mistakes) / float64(n)
+		t.Logf("%s: mistake rate %.2f%% on %d records", tc.alg, 100*rate, n)
+		if rate > bounds[tc.alg] {
+			t.Errorf("%s: mistake rate %.2f%% above %.0f%%", tc.alg, 100*rate, 100*bounds[tc.alg])
+		}
 	}
-	return float64(mistakes) / float64(n)
 }
 
 // TestFORKSQualitySynthetic is the always-running twin of
@@ -58,22 +73,8 @@ func TestFORKSQualitySynthetic(t *testing.T) {
 		}
 		xs[i] = x
 	}
-	for _, tc := range []struct {
-		alg    string
-		params map[string]any
-		bound  float64
-	}{
-		{"forks", map[string]any{"B": 100, "rho": 2000}, 0.24},
-		{"nogd", map[string]any{"B": 100, "k": 10}, 0.23},
-		{"fogd", map[string]any{"D": 400}, 0.20},
-	} {
-		spec := models.Spec{Algorithm: tc.alg, Dim: d, Kernel: models.KernelSpec{Sigma: 2}, Params: tc.params, Seed: 1, Scale: models.ScaleSpec{X: "none", Y: "none"}}
-		rate := forksQualityRun(t, spec, n, func(i int) []float64 { return xs[i] }, func(i int) float64 { return ys[i] })
-		t.Logf("%s: mistake rate %.2f%%", tc.alg, 100*rate)
-		if rate > tc.bound {
-			t.Errorf("%s: mistake rate %.2f%% above %.0f%%", tc.alg, 100*rate, 100*tc.bound)
-		}
-	}
+	forksQualityCheck(t, d, n, func(i int) []float64 { return xs[i] }, func(i int) float64 { return ys[i] },
+		map[string]float64{"forks": 0.24, "nogd": 0.23, "fogd": 0.20})
 }
 
 // A quick prequential check on a prefix of cod-rna (scaled to [-1,1],
@@ -88,20 +89,6 @@ func TestFORKSQualityCodRNAPrefix(t *testing.T) {
 	ds.ScaleFeatures()
 	ds = ds.Permute(dataset.Permutation(ds.Len(), 1))
 	const n = 8000
-	for _, tc := range []struct {
-		alg    string
-		params map[string]any
-		bound  float64
-	}{
-		{"forks", map[string]any{"B": 100, "rho": 2000}, 0.17},
-		{"nogd", map[string]any{"B": 100, "k": 10}, 0.20},
-		{"fogd", map[string]any{"D": 400}, 0.15},
-	} {
-		spec := models.Spec{Algorithm: tc.alg, Dim: 8, Kernel: models.KernelSpec{Sigma: 2}, Params: tc.params, Seed: 1, Scale: models.ScaleSpec{X: "none", Y: "none"}} // the paper's offline scaling
-		rate := forksQualityRun(t, spec, n, ds.Row, func(i int) float64 { return ds.Y[i] })
-		t.Logf("%s: mistake rate %.2f%% on the first %d records", tc.alg, 100*rate, n)
-		if rate > tc.bound {
-			t.Errorf("%s: mistake rate %.2f%% above %.0f%%", tc.alg, 100*rate, 100*tc.bound)
-		}
-	}
+	forksQualityCheck(t, 8, n, ds.Row, func(i int) float64 { return ds.Y[i] },
+		map[string]float64{"forks": 0.17, "nogd": 0.20, "fogd": 0.15})
 }

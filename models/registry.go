@@ -31,31 +31,24 @@ type Setup struct {
 	StreamY bool
 }
 
-// def returns stream when the features are standardised online, else paper:
-// one place that picks between an algorithm's two defaults.
-func (s *Setup) def(paper, stream float64) float64 {
-	if s.StreamX {
+// streamDefault returns stream when on, else paper: the one place that picks
+// between an algorithm's two defaults.
+func streamDefault[T int | float64](on bool, paper, stream T) T {
+	if on {
 		return stream
 	}
 	return paper
 }
+
+// def picks a default by Setup.StreamX (features standardised online).
+func (s *Setup) def(paper, stream float64) float64 { return streamDefault(s.StreamX, paper, stream) }
 
 // defInt is def for integer parameters.
-func (s *Setup) defInt(paper, stream int) int {
-	if s.StreamX {
-		return stream
-	}
-	return paper
-}
+func (s *Setup) defInt(paper, stream int) int { return streamDefault(s.StreamX, paper, stream) }
 
-// defU is def for a bound U on the target or the prediction: stream when the
-// target is standardised online.
-func (s *Setup) defU(paper, stream float64) float64 {
-	if s.StreamY {
-		return stream
-	}
-	return paper
-}
+// defU picks the default of a bound U on the target or the prediction by
+// Setup.StreamY (target standardised online).
+func (s *Setup) defU(paper, stream float64) float64 { return streamDefault(s.StreamY, paper, stream) }
 
 // Algorithm describes one registered learner.
 type Algorithm struct {
