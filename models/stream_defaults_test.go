@@ -40,11 +40,13 @@ func rawStream(n int, seed uint64) (xs [][]float64, ys, labels []float64) {
 // on the second half of 1,600 records, a regression learner's MSE is below
 // bound x the target variance, a classifier's mistake rate below 15 % (the
 // minority class holds about 45 %). Measured ratios: nons-ald 0.08, kawv,
-// pkawv-* 0.12, kons 0.24, ioks 0.37, rf-ioks 0.49, oks++ 0.50, oks 0.56,
-// rf-oks++ 0.68, kogd 0.93, aogd-ald 0.95 (first-order steps need longer
-// streams: on raw cpusmall they reach 0.35); mistakes forks 6.6 %, fogd 7.6 %,
-// nogd 10.6 %. With the papers' defaults (scale none) the targets near 5,000
-// are clipped at U = 1 or 2 and the MSE is thousands of times the variance.
+// pkawv-* 0.12, kons 0.18, aogd-ald 0.24, rf-oks++ 0.30, kogd 0.36, oks++
+// 0.41, ioks 0.43, oks 0.45, rf-ioks 0.46; mistakes forks 6.6 %, fogd 7.6 %,
+// nogd 10.6 %. (Without the target warm-up of models/scale.go kogd and
+// aogd-ald made 0.93 and 0.95.) With the papers' defaults and no scaling
+// (scale none) nons-ald, kogd, oks++ and pkawv-nystrom all make 46 times the
+// variance: the raw features are far beyond a width of 1 and every
+// prediction stays near 0.
 func TestStreamDefaultsLearnRawStreams(t *testing.T) {
 	xs, ys, labels := rawStream(1600, 3)
 	mean, variance := 0.0, 0.0
@@ -57,9 +59,9 @@ func TestStreamDefaultsLearnRawStreams(t *testing.T) {
 	}
 	variance /= float64(len(ys))
 	bound := map[string]float64{
-		"nons-ald": 0.2, "kons": 0.35, "kawv": 0.2, "pkawv-taylor": 0.2, "pkawv-nystrom": 0.2,
-		"ioks": 0.6, "rf-ioks": 0.7, "oks++": 0.7, "oks": 0.75, "rf-oks++": 0.85,
-		"kogd": 0.98, "aogd-ald": 0.98,
+		"nons-ald": 0.2, "kons": 0.3, "kawv": 0.2, "pkawv-taylor": 0.2, "pkawv-nystrom": 0.2,
+		"aogd-ald": 0.4, "rf-oks++": 0.45, "kogd": 0.5,
+		"oks++": 0.6, "ioks": 0.6, "oks": 0.6, "rf-ioks": 0.6,
 	}
 	regression := []string{"nons-ald", "aogd-ald", "kogd", "kons", "kawv", "pkawv-taylor", "pkawv-nystrom", "oks", "oks++", "ioks", "rf-oks++", "rf-ioks"}
 	classification := []string{"forks", "fogd", "nogd"}
