@@ -71,6 +71,8 @@ func init() {
 		Losses:  []string{"square"},
 		Summary: "adaptive kernel OGD on an ALD dictionary (paper 000 Alg. 1; O(dJ + J^2) per round)",
 		New:     newAOGDALD,
+		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 2,
 	})
 }
 
@@ -153,9 +155,9 @@ func newAOGDALD(s *Setup) (Learner, error) {
 		kern:      s.Kernel,
 		loss:      s.Loss,
 		d:         s.Dim,
-		u:         p.Positive("U", 2),
+		u:         p.Positive("U", s.defU(2, 5)),
 		alpha:     p.Float("alpha", 25/float64(horizon), 0, 1),
-		maxBudget: p.Int("max_budget", 256, 1, 16384),
+		maxBudget: p.Int("max_budget", s.defInt(256, 64), 1, 16384),
 		g2:        1,
 	}
 	d, T := float64(s.Dim), float64(horizon)

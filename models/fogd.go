@@ -43,6 +43,8 @@ func init() {
 		Losses:  []string{"hinge", "logistic", "squared-hinge", "square"},
 		Summary: "FOGD (Lu et al. 2016): online gradient descent on D random Fourier features of a Gaussian kernel",
 		New:     newFOGD,
+		// Stream default width 1 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 1,
 	})
 }
 

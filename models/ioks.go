@@ -54,7 +54,7 @@ func init() {
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
 			rule := newIOKSRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", oksDefaultMaxBudget, 1, 1<<24)
+			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
 			return newOKSLearner("ioks", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), NewRand(s.Seed)), nil
 		},
 	})
@@ -81,7 +81,7 @@ type ioksRule struct {
 }
 
 func newIOKSRule(s *Setup, k int) *ioksRule {
-	u := s.Params.Positive("U", oksDefaultU(s.Loss))
+	u := s.Params.Positive("U", oksDefaultU(s))
 	t := oksReadHorizon(s)
 	g1 := s.Params.Positive("G1", ioksDefaultG1(s.Loss, u))
 	lmax := s.Params.Positive("lmax", 1)

@@ -36,6 +36,8 @@ func init() {
 		Losses:  []string{"square"},
 		Summary: "exact Kernel-AWV (Jezequel et al. 2019 eq. 3), O(t^2) per record: the PKAWV oracle, capped at max_rounds",
 		New:     newKAWV,
+		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 2,
 	})
 }
 

@@ -39,6 +39,8 @@ func init() {
 		Losses:  []string{"square"},
 		Summary: "exact kernel online gradient descent with ball projection (paper 000 eq. 2-3; oracle, O(d t) per round)",
 		New:     newKOGD,
+		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 2,
 	})
 }
 
@@ -68,8 +70,8 @@ func newKOGD(s *Setup) (Learner, error) {
 		loss:      s.Loss,
 		d:         s.Dim,
 		eta:       p.Positive("eta", 0),
-		u:         p.Positive("U", 2),
-		maxBudget: p.Int("max_budget", 100000, 1, 1<<22),
+		u:         p.Positive("U", s.defU(2, 8)),
+		maxBudget: p.Int("max_budget", s.defInt(100000, 1024), 1, 1<<22),
 		g2:        1,
 	}
 	return l, nil

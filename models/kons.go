@@ -21,7 +21,18 @@ package models
 // simplifies to c_tau += g sqrt(eta) g_tau y1_tau / s, c_t = -g/s. O(t d + t^2)
 // per round. Rounds with g = 0 change nothing and store nothing.
 //
-// U enters only through the default eta = 1/(4(U^2+1)) (Thm 4.6 with Y = 1).
+// U enters only through the default step eta = 1/(4(U^2+Y^2)) (Thm 4.6, |y| <= Y).
+// [SUGGEST] A stream does not know Y, so without params.eta and with an
+// unscaled target (scale.y "none") each round uses
+// eta_t = 1/(4(U^2+Y_t^2)) with Y_t = max(1, max_{tau<=t} |y_tau|), kept in the
+// state: A_t = mu I + sum_tau eta_tau grad_tau grad_tau', so D = diag(sqrt(eta_tau) g_tau)
+// and the bordering below is unchanged. On targets in [0, 1] (the papers'
+// -scale) Y_t = 1, the paper's eta = 1/(4(U^2+1)), bit for bit. With a fixed
+// eta and targets near 1e6 (unscaled, scale.y "none"), eta g^2 reaches 1e12:
+// the Schur complement's k(x,x) - z'M^{-1}z, of true size mu/(eta g^2), is
+// below the rounding of the bordered M^{-1} (cond(M) ~ eta g^2), clamps at 0,
+// c_t = -g/mu and the iterates diverge (|y_hat| 1e133, docs/regression.md).
+// With eta_t, eta_t g^2 <= 2(U+Y)^2/(U^2+Y^2) <= 4 and M stays well conditioned.
 // Cap: the cost is O(t^2) per round and memory O(t^2), so the number of stored
 // rounds is bounded by max_budget (default 2000, at most 20000). At the cap KONS
 // stops learning: later updates are counted as dropped and change nothing else.
@@ -33,7 +44,9 @@ import (
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
 
-const konsStateVersion = 1
+// konsStateVersion 2 adds Y_t (ymax); a version-1 blob restores with Y_t = 1,
+// the bound its rounds were taken with.
+const konsStateVersion = 2
 
 func init() {
 	Register(Algorithm{
@@ -41,6 +54,8 @@ func init() {
 		Losses:  []string{"square"},
 		Summary: "exact kernel online Newton step (paper 000 Alg. 2; oracle, O(d t + t^2) per round)",
 		New:     newKONS,
+		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 2,
 	})
 }
 
@@ -50,12 +65,14 @@ type kons struct {
 	d         int
 	u         float64
 	mu        float64
-	eta       float64
+	eta       float64 // params.eta when given (etaFixed), else recomputed from ymax each round
+	etaFixed  bool
 	maxBudget int
 
 	// dynamic state (serialized)
 	t       int
 	dropped int
+	ymax    float64    // Y_t = max(1, max |y|) over the rounds that stored a point
 	dict    []float64  // n x d
 	c       []float64  // f = sum c_i k(x_i, .)
 	dg      []float64  // sqrt(eta) g_i, the diagonal of D
@@ -70,11 +87,17 @@ func newKONS(s *Setup) (Learner, error) {
 		kern:      s.Kernel,
 		loss:      s.Loss,
 		d:         s.Dim,
-		u:         p.Positive("U", 1),
+		u:         p.Positive("U", s.defU(1, 3)),
 		mu:        p.Positive("mu", 1),
-		maxBudget: p.Int("max_budget", 2000, 1, 20000),
+		maxBudget: p.Int("max_budget", s.defInt(2000, 256), 1, 20000),
 	}
+	// A standardised target (scale.y "standard", the default) is O(1) by
+	// construction: the paper's fixed eta with U. Early z-scores, from the
+	// statistics of two or three labels, can be large, and a running max would
+	// keep them for good.
+	l.etaFixed = p.Has("eta") || s.StreamY
 	l.eta = p.Positive("eta", 1/(4*(l.u*l.u+1)))
+	l.ymax = 1
 	l.ensureScratch(1)
 	return l, nil
 }
@@ -124,6 +147,15 @@ func (l *kons) Update(x []float64, _ Prediction, y float64) error {
 		l.t++
 		return nil
 	}
+	eta, ymax := l.eta, math.Max(l.ymax, math.Abs(y))
+	if !l.etaFixed {
+		eta = 1 / (4 * (l.u*l.u + ymax*ymax))
+		if !(eta > 0) {
+			// Y_t^2 overflows (|y| near 1e154 or more): the step would be 0
+			// and the target's scale beyond float64; refuse the round.
+			return fmt.Errorf("kons: %w (label %v: 1/(4(U^2+Y^2)) underflows)", ErrNumerical, y)
+		}
+	}
 	kxx := l.kern.Diag(x)
 	z, y1 := l.z[:n], l.y1[:n]
 	for i := range z {
@@ -131,9 +163,9 @@ func (l *kons) Update(x []float64, _ Prediction, y float64) error {
 	}
 	l.minv.MulVec(y1, z)
 	r := linalg.Dot(z, y1)
-	e := l.eta * g * g
+	e := eta * g * g
 	s := l.mu + e*math.Max(kxx-r, 0)
-	dn := math.Sqrt(l.eta) * g
+	dn := math.Sqrt(eta) * g
 	maxY := 0.0
 	for _, v := range y1 {
 		maxY = math.Max(maxY, math.Abs(v))
@@ -153,6 +185,7 @@ func (l *kons) Update(x []float64, _ Prediction, y float64) error {
 	l.c = append(l.c, -g/s)
 	l.dg = append(l.dg, dn)
 	l.dict = append(l.dict, x...)
+	l.ymax = ymax
 	l.t++
 	l.ensureScratch(n + 2)
 	return nil
@@ -163,6 +196,7 @@ func (l *kons) MarshalBinary() ([]byte, error) {
 	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.dict)+2*n+len(l.minv.Data))), "kons", konsStateVersion)
 	w.Int(l.t)
 	w.Int(l.dropped)
+	w.Float(l.ymax)
 	w.Floats(l.dict)
 	w.Floats(l.c)
 	w.Floats(l.dg)
@@ -171,11 +205,15 @@ func (l *kons) MarshalBinary() ([]byte, error) {
 }
 
 func (l *kons) UnmarshalBinary(blob []byte) error {
-	r, _, err := NewStateReader(blob, "kons", konsStateVersion)
+	r, ver, err := NewStateReader(blob, "kons", konsStateVersion)
 	if err != nil {
 		return err
 	}
 	t, dropped := r.Int(), r.Int()
+	ymax := 1.0
+	if ver >= 2 {
+		ymax = r.Float()
+	}
 	dict := r.Floats(nil)
 	c := r.Floats(nil)
 	dg := r.Floats(nil)
@@ -183,6 +221,7 @@ func (l *kons) UnmarshalBinary(blob []byte) error {
 	minv.Data = r.Floats(nil)
 	n := len(c)
 	r.Check(t >= 0 && dropped >= 0 && dropped <= t, "counters")
+	r.Check(ymax >= 1 && !isBad(ymax), "target bound Y_t must be finite and >= 1")
 	r.Check(n <= l.maxBudget, "more stored rounds than max_budget")
 	r.Check(len(dict) == n*l.d && len(dg) == n && len(minv.Data) == n*(n+1)/2, "shapes do not match dim")
 	r.Check(linalg.AllFinite(dict) && linalg.AllFinite(c) && linalg.AllFinite(dg) && linalg.AllFinite(minv.Data), "non-finite state")
@@ -190,7 +229,7 @@ func (l *kons) UnmarshalBinary(blob []byte) error {
 		return err
 	}
 	minv.N = n
-	l.t, l.dropped, l.dict, l.c, l.dg, l.minv = t, dropped, dict, c, dg, minv
+	l.t, l.dropped, l.ymax, l.dict, l.c, l.dg, l.minv = t, dropped, ymax, dict, c, dg, minv
 	l.kv, l.z, l.y1 = nil, nil, nil
 	l.ensureScratch(n + 1)
 	return nil

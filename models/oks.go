@@ -39,7 +39,7 @@ func init() {
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
 			rule := newOKSRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", oksDefaultMaxBudget, 1, 1<<24)
+			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
 			return newOKSLearner("oks", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), NewRand(s.Seed)), nil
 		},
 	})
@@ -56,7 +56,7 @@ func newOKSRule(s *Setup, k int) *oksRule {
 	t := oksReadHorizon(s)
 	g := s.Params.Positive("G", 1)
 	lmax := s.Params.Positive("lmax", 1)
-	scale := s.Params.Positive("lambda_scale", 25)
+	scale := s.Params.Positive("lambda_scale", s.def(25, oksStreamLambdaScale))
 	kf := float64(k)
 	delta := math.Pow(g/lmax, 2.0/3) * math.Cbrt(kf/t)
 	if !(delta < 1) {

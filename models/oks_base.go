@@ -70,6 +70,38 @@ const oksStateVersion = 1
 // oksDefaultSigmas is the paper's grid 2^{-2:1:3} (docs/kernel-selection.md).
 var oksDefaultSigmas = []float64{0.25, 0.5, 1, 2, 4, 8}
 
+// Stream defaults of the family, used when the features are standardised
+// online (Setup.StreamX; README "defaults per algorithm", measured on raw
+// cpusmall, elevators, cod-rna and phishing):
+//   - widths sqrt(d) * {1, 2, 4, 8} (oksStreamSigmas): standardised records
+//     lie about sqrt(2d) apart, so the paper's grid 2^{-2..3} (made for
+//     [-1, 1] features) makes most kernel values vanish (OKS++ on raw
+//     cod-rna, square loss: 28.9 % mistakes, 7.9 % with this grid and U 10);
+//   - U = 10 (oks++, ioks, rf-*, losses other than logistic): U is the radius of the
+//     RKHS ball every arm is projected onto; with U = 1 the arms cannot fit a
+//     standardised target or +-1 labels (cod-rna 28.9 % -> 7.9 %; cpusmall
+//     OKS++ MSE 219 at U 3, 124 at U 10);
+//   - max_budget = 256 per width (oksStreamMaxBudget): time per record bounded
+//     near 50 us on d <= 68;
+//   - lambda_scale = 5 for OKS: its unprojected step lambda/p_t diverges
+//     with the code's 25 on standardised targets (cpusmall MSE 8.7e127).
+var oksStreamSigmaFactors = []float64{1, 2, 4, 8}
+
+const (
+	oksStreamU           = 10
+	oksStreamMaxBudget   = 256
+	oksStreamLambdaScale = 5
+)
+
+// oksStreamSigmas is oksStreamSigmaFactors times sqrt(d).
+func oksStreamSigmas(d int) []float64 {
+	out := make([]float64, len(oksStreamSigmaFactors))
+	for i, f := range oksStreamSigmaFactors {
+		out[i] = f * math.Sqrt(float64(d))
+	}
+	return out
+}
+
 // oksMaxArms bounds K so that a mistaken spec cannot allocate without bound.
 const oksMaxArms = 64
 
@@ -323,7 +355,11 @@ func oksMixUniform(p, q []float64, delta float64) {
 // oksReadSigmas reads params.sigmas and rejects a spec that also sets a single
 // kernel, which this family would otherwise silently ignore.
 func oksReadSigmas(s *Setup) []float64 {
-	sig := s.Params.Floats("sigmas", oksDefaultSigmas, minSigma, maxSigma) // 1/(2 sigma^2) finite (input.go)
+	def := oksDefaultSigmas
+	if s.StreamX {
+		def = oksStreamSigmas(s.Dim)
+	}
+	sig := s.Params.Floats("sigmas", def, minSigma, maxSigma) // 1/(2 sigma^2) finite (input.go)
 	if len(sig) > oksMaxArms {
 		s.Params.Fail("sigmas: %d widths, at most %d", len(sig), oksMaxArms)
 	}
@@ -341,12 +377,13 @@ func oksReadSigmas(s *Setup) []float64 {
 	return append([]float64(nil), sig...)
 }
 
-// oksDefaultU is the paper's U: 15 for the logistic loss, 1 otherwise (docs/kernel-selection.md).
-func oksDefaultU(loss Loss) float64 {
-	if loss.Name() == "logistic" {
+// oksDefaultU is the paper's U: 15 for the logistic loss, 1 otherwise
+// (docs/kernel-selection.md); oksStreamU instead of 1 on standardised streams.
+func oksDefaultU(s *Setup) float64 {
+	if s.Loss.Name() == "logistic" {
 		return 15
 	}
-	return 1
+	return s.def(1, oksStreamU)
 }
 
 // oksDefaultHorizon is params.T when a stream does not give it: the horizon

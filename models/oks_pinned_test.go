@@ -292,11 +292,13 @@ func TestOKSFamilyFirstRoundsMatchDenseReference(t *testing.T) {
 		{"ioks", map[string]any{"U": 1, "T": T, "G1": 4, "lmax": 1},
 			func() refRule { return newRefIOKS(2, 1, T, 4, 0, -1) }, 1, 1e-9, 1},
 		// A large eta_1 reaches eq. (4)'s clipping and Alg. 2's eta increase.
-		{"ioks", map[string]any{"U": 1, "T": T, "G1": 4, "lmax": 1, "eta": 0.45, "delta": 0.01},
-			func() refRule { return newRefIOKS(2, 1, T, 4, 0.45, 0.01) }, 1, 1e-9, 8},
+		{"ioks", map[string]any{"U": 1, "T": T, "G1": 4, "lmax": 1, "eta": 0.45, "delta": 0.001},
+			func() refRule { return newRefIOKS(2, 1, T, 4, 0.45, 0.001) }, 1, 1e-9, 8},
 	}
-	xs := [][]float64{{0.1, -0.4}, {0.7, 0.2}, {-0.3, 0.5}, {0.1, -0.4}, {0.9, -0.8}, {-0.6, -0.1}}
-	ys := []float64{0.8, -0.5, 1.5, 0.3, -1.2, 0.6}
+	xs := [][]float64{{0.1, -0.4}, {0.7, 0.2}, {-0.3, 0.5}, {0.1, -0.4}, {0.9, -0.8}, {-0.6, -0.1},
+		{0.4, 0.4}, {-0.9, 0.3}, {0.2, -0.7}, {0.5, 0.9}, {-0.2, -0.2}, {0.8, -0.1},
+		{-0.5, 0.6}, {0.3, 0.1}, {-0.7, -0.9}, {0.6, -0.5}, {0.0, 0.8}, {-0.1, 0.3}}
+	ys := []float64{0.8, -0.5, 1.5, 0.3, -1.2, 0.6, -0.9, 1.1, 0.2, -0.4, 1.3, -1.0, 0.5, -0.7, 0.9, 1.4, -0.3, 0.1}
 	probe := []float64{0.2, 0.1}
 	for _, tc := range cases {
 		t.Run(tc.alg, func(t *testing.T) {
@@ -337,6 +339,15 @@ func TestOKSFamilyFirstRoundsMatchDenseReference(t *testing.T) {
 				lambda := ref.round(i, pr.Prob, pr.Aux, d*d, 2*d)
 				arms[i].step(x, -lambda*2*d/pr.Prob, tc.radius) // f - lambda l' k(x,.) / p
 				rp, _ = ref.probs()
+				if ri, ok := ref.(*refIOKS); ok {
+					// Alg. 2's thresholds and step sizes: rho_i = 2/p_i and eta_i *= upsilon when raised.
+					lr := l.rule.(*ioksRule)
+					for j := range arms {
+						if !closeTo(lr.rho[j], ri.rho[j], tc.tol) || !closeTo(lr.eta[j], ri.eta[j], tc.tol) {
+							t.Fatalf("round %d: rho_%d = %v eta_%d = %v, reference %v %v", r+1, j, lr.rho[j], j, lr.eta[j], ri.rho[j], ri.eta[j])
+						}
+					}
+				}
 				for j := range arms {
 					if !closeTo(l.p[j], rp[j], tc.tol) {
 						t.Fatalf("round %d: p_%d = %v, reference %v", r+1, j, l.p[j], rp[j])
@@ -346,7 +357,7 @@ func TestOKSFamilyFirstRoundsMatchDenseReference(t *testing.T) {
 					}
 				}
 			}
-			if r, ok := ref.(*refIOKS); ok && r.delta == 0.01 && (r.clipped == 0 || r.raised == 0) {
+			if r, ok := ref.(*refIOKS); ok && r.delta == 0.001 && (r.clipped == 0 || r.raised == 0) {
 				t.Fatalf("the large-eta case ran the clipping %d times and the eta increase %d times: both must run", r.clipped, r.raised)
 			}
 			if len(played) < 2 {

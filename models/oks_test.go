@@ -433,7 +433,7 @@ func TestOKSParamValidation(t *testing.T) {
 		{"D 0", oksSpec("rf-ioks", "absolute", 2, map[string]any{"D": 0})},
 		{"clip 0", oksSpec("rf-oks++", "square", 2, map[string]any{"clip": 0})},
 		{"T 1", oksSpec("ioks", "absolute", 2, map[string]any{"T": 1})},
-		{"T below K for oks", oksSpec("oks", "square", 2, map[string]any{"T": 5})},
+		{"T below K for oks", oksSpec("oks", "square", 2, map[string]any{"T": 3})},
 		{"alpha 1", oksSpec("ioks", "absolute", 2, map[string]any{"alpha": 1})},
 		{"absolute for oks++", oksSpec("oks++", "absolute", 2, nil)},
 		{"square for rf-ioks variant", oksSpec("rf-ioks", "square", 2, map[string]any{"variant": "paper"})},

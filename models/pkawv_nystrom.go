@@ -76,6 +76,8 @@ func init() {
 		Losses:  []string{"square"},
 		Summary: "projected Kernel-AWV on a KORS Nystrom dictionary with Cholesky up-dates (Jezequel et al. 2019), bounded by max_budget and history",
 		New:     newPKAWVNystrom,
+		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 2,
 	})
 }
 
@@ -124,7 +126,7 @@ func newPKAWVNystrom(s *Setup) (Learner, error) {
 		mu:      p.Float("mu", 1, 1e-8, 1e8),
 		beta:    p.Float("beta", 1, 1e-12, 1e12),
 		eps:     p.Float("eps", 0.5, 0, 100),
-		budget:  p.Int("max_budget", 256, 1, nystromMaxBudget),
+		budget:  p.Int("max_budget", s.defInt(256, 64), 1, nystromMaxBudget),
 		history: p.Int("history", 4096, 0, nystromMaxHistory),
 		ridge:   p.String("mode", "awv", "awv", "ridge") == "ridge",
 	}

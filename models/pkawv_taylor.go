@@ -52,6 +52,8 @@ func init() {
 		Losses:  []string{"square"},
 		Summary: "projected Kernel-AWV on the Gaussian kernel's degree-M Taylor features (Jezequel et al. 2019)",
 		New:     newPKAWVTaylor,
+		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
+		StreamWidth: 2,
 	})
 }
 

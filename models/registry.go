@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +18,37 @@ type Setup struct {
 	Params *Params
 	// Seed is KeySeed(spec.Seed, key): seed the learner's Rand with it.
 	Seed uint64
+	// StreamX is true when online scaling standardises the features
+	// (scale.x "standard", the default). Factories then take their stream
+	// defaults (budgets, step sizes, candidate widths) chosen by measurement
+	// on raw streams (README, "defaults per algorithm"); with scale.x "none"
+	// they keep the papers' defaults for offline-scaled data, so the papers'
+	// tables reproduce with their commands.
+	StreamX bool
+	// StreamY is true when the regression target is standardised online
+	// (scale.y "standard"): bounds on |y| and |f| such as U are then in
+	// standard deviations of the target, not in the papers' [0, 1].
+	StreamY bool
 }
+
+// streamDefault returns stream when on, else paper: the one place that picks
+// between an algorithm's two defaults.
+func streamDefault[T int | float64](on bool, paper, stream T) T {
+	if on {
+		return stream
+	}
+	return paper
+}
+
+// def picks a default by Setup.StreamX (features standardised online).
+func (s *Setup) def(paper, stream float64) float64 { return streamDefault(s.StreamX, paper, stream) }
+
+// defInt is def for integer parameters.
+func (s *Setup) defInt(paper, stream int) int { return streamDefault(s.StreamX, paper, stream) }
+
+// defU picks the default of a bound U on the target or the prediction by
+// Setup.StreamY (target standardised online).
+func (s *Setup) defU(paper, stream float64) float64 { return streamDefault(s.StreamY, paper, stream) }
 
 // Algorithm describes one registered learner.
 type Algorithm struct {
@@ -26,12 +57,13 @@ type Algorithm struct {
 	Losses []string
 	// Summary is one line for help output.
 	Summary string
-	// ScaledWidth, when set, is the default kernel width as a function of
-	// the dimension when features are standardised online (scale.x
-	// "standard") and the spec gives no kernel.sigma; chosen by
-	// measurement (README, "defaults for streams"). Nil keeps the kernel's
-	// own default.
-	ScaledWidth func(dim int) float64
+	// StreamWidth, when > 0, makes the default Gaussian/Laplacian kernel
+	// width StreamWidth * sqrt(d) when features are standardised online
+	// (scale.x "standard") and the spec gives no kernel.sigma: two
+	// standardised records are about sqrt(2d) apart, so a width of 1 would
+	// make almost every kernel value vanish. Chosen by measurement (README,
+	// "defaults per algorithm"). 0 keeps the kernel's own default (1).
+	StreamWidth float64
 	// New builds a fresh learner. It reads its params from s.Params; the
 	// registry rejects any param it did not read.
 	New func(s *Setup) (Learner, error)
@@ -107,14 +139,14 @@ func New(spec Spec, key string) (Learner, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sx && spec.Kernel.Sigma == 0 && a.ScaledWidth != nil {
-		spec.Kernel.Sigma = a.ScaledWidth(spec.Dim)
+	if sx && !spec.Kernel.SigmaGiven() && a.StreamWidth > 0 {
+		spec.Kernel.Sigma = a.StreamWidth * math.Sqrt(float64(spec.Dim))
 	}
 	kern, err := spec.Kernel.Build()
 	if err != nil {
 		return nil, err
 	}
-	s := &Setup{Spec: spec, Dim: spec.Dim, Kernel: kern, Loss: loss, Params: NewParams(a.Name, spec.Params), Seed: KeySeed(spec.Seed, key)}
+	s := &Setup{Spec: spec, Dim: spec.Dim, Kernel: kern, Loss: loss, Params: NewParams(a.Name, spec.Params), Seed: KeySeed(spec.Seed, key), StreamX: sx, StreamY: sy}
 	l, err := a.New(s)
 	if perr := s.Params.Err(); perr != nil {
 		return nil, perr

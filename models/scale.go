@@ -20,8 +20,8 @@ type ScaleSpec struct {
 	// "none". Default "standard" (bandits: "none").
 	X string `json:"x,omitempty" yaml:"x,omitempty"`
 	// Y is "standard" (running mean and variance of the regression target)
-	// or "none". Default "standard" for the square loss, "none" otherwise;
-	// classification labels are never scaled.
+	// or "none". Default "standard" for a regression loss (square,
+	// absolute), "none" otherwise; classification labels are never scaled.
 	Y string `json:"y,omitempty" yaml:"y,omitempty"`
 }
 
@@ -42,7 +42,7 @@ func (s ScaleSpec) resolve(algorithm string, loss Loss) (x, y bool, err error) {
 	}
 	if sp.Y == "" {
 		sp.Y = scaleNone
-		if _, sq := loss.(Square); sq && !bandit {
+		if !loss.Classification() && !bandit {
 			sp.Y = scaleStandard
 		}
 	}
@@ -52,8 +52,8 @@ func (s ScaleSpec) resolve(algorithm string, loss Loss) (x, y bool, err error) {
 		}
 	}
 	if sp.Y == scaleStandard {
-		if _, sq := loss.(Square); !sq {
-			return false, false, fmt.Errorf("%w: scale.y = %q needs the square loss (labels of %s are classes)", ErrSpec, sp.Y, loss.Name())
+		if loss.Classification() {
+			return false, false, fmt.Errorf("%w: scale.y = %q needs a regression loss (labels of %s are classes)", ErrSpec, sp.Y, loss.Name())
 		}
 		if bandit {
 			return false, false, fmt.Errorf("%w: scale.y = %q: %s rewards are not scaled", ErrSpec, sp.Y, algorithm)
@@ -114,6 +114,11 @@ type ScaledBandit struct{ *Scaled }
 
 const scaleStateVersion = 1
 
+// scaleWarmup is the number of labels that only feed the target's
+// statistics before the inner learner trains on standardised targets
+// (docs/online-scaling.md, "Semantics").
+const scaleWarmup = 5
+
 func newScaled(inner Learner, alg string, dim int, sx, sy bool) Learner {
 	s := &Scaled{inner: inner, alg: alg, sx: sx, sy: sy,
 		xs:   welford{mean: make([]float64, dim), m2: make([]float64, dim)},
@@ -162,6 +167,25 @@ func (s *Scaled) Predict(x []float64) Prediction {
 // A rejected update (an error from the inner learner) leaves the statistics
 // as they were.
 func (s *Scaled) Update(x []float64, p Prediction, y float64) error {
+	if s.sy {
+		if d := y - s.ys.mean[0]; isBad(d) || isBad(s.ys.m2[0]+d*d) {
+			// The label itself, or its squared deviation, is beyond float64:
+			// the statistics would turn non-finite for good.
+			return fmt.Errorf("%w: scale/%s: label %v", ErrNumerical, s.alg, y)
+		}
+		if s.ys.n < scaleWarmup {
+			// The target's scale is not known yet: the inner learner would
+			// see the label nearly in the user's units (a first label of 5e4
+			// for a learner whose bound U is 5 standard deviations, whose
+			// first steps it never recovers from). Only the statistics
+			// learn; meanwhile y_hat is the running mean.
+			if err := checkInput(x, len(s.xbuf)); err != nil {
+				return fmt.Errorf("scale/%s: %w", s.alg, err)
+			}
+			s.include(x, y)
+			return nil
+		}
+	}
 	m, sd := s.yScale()
 	p.Value = (p.Value - m) / sd
 	p.Std /= sd

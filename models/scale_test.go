@@ -53,13 +53,16 @@ func TestScaleSpecResolve(t *testing.T) {
 // fed by hand with the statistics of the records before each one.
 func TestScaledMatchesHandScaling(t *testing.T) {
 	xs, ys := scaleStream(200)
-	spec := gaussianSpec("kogd", 3, 1.5, nil)
+	// Explicit params: the stream defaults (Setup.StreamX) differ from the
+	// papers' ones the unscaled inner learner would take.
+	params := map[string]any{"U": 2, "max_budget": 1000}
+	spec := gaussianSpec("kogd", 3, 1.5, params)
 	spec.Scale = ScaleSpec{X: "standard", Y: "standard"}
 	l := mustNew(t, spec, "k")
 	if _, ok := l.(*Scaled); !ok {
 		t.Fatalf("New gave %T, want *Scaled", l)
 	}
-	inner := mustNew(t, gaussianSpec("kogd", 3, 1.5, nil), "k")
+	inner := mustNew(t, gaussianSpec("kogd", 3, 1.5, params), "k")
 	var n float64
 	mean, m2 := make([]float64, 3), make([]float64, 3)
 	var ym, ym2 float64
@@ -83,8 +86,10 @@ func TestScaledMatchesHandScaling(t *testing.T) {
 		if want := pi.Value*sY + mY; math.Abs(p.Value-want) > 1e-9*math.Max(1, math.Abs(want)) {
 			t.Fatalf("record %d: y_hat %v, want %v", i, p.Value, want)
 		}
-		if err := inner.Update(z, pi, (ys[i]-mY)/sY); err != nil {
-			t.Fatal(err)
+		if n >= scaleWarmup { // the first labels only feed the statistics
+			if err := inner.Update(z, pi, (ys[i]-mY)/sY); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := l.Update(x, p, ys[i]); err != nil {
 			t.Fatal(err)
@@ -200,5 +205,34 @@ func BenchmarkScaledNONSALD(b *testing.B) {
 		x := xs[i%1024]
 		p := l.Predict(x)
 		_ = l.Update(x, p, ys[i%1024])
+	}
+}
+
+// TestScaledWarmupAndHugeLabels: the first scaleWarmup labels only feed the
+// target statistics (the inner learner's state does not move), and a label
+// whose squared deviation overflows is refused with ErrNumerical before or
+// after the warm-up, leaving the state bytes as they were.
+func TestScaledWarmupAndHugeLabels(t *testing.T) {
+	t.Parallel()
+	xs, ys := scaleStream(20)
+	spec := Spec{Algorithm: "kogd", Dim: 3, Scale: ScaleSpec{X: "standard", Y: "standard"}}
+	l := mustNew(t, spec, "k").(*Scaled)
+	fresh := mustMarshal(t, l.Inner())
+	for i := 0; i < len(xs); i++ {
+		if i == scaleWarmup-1 || i == len(xs)-1 {
+			before := mustMarshal(t, l)
+			if err := l.Update(xs[i], l.Predict(xs[i]), 1e300); !errors.Is(err, ErrNumerical) {
+				t.Fatalf("record %d: label 1e300: err = %v, want ErrNumerical", i, err)
+			}
+			if !bytes.Equal(before, mustMarshal(t, l)) {
+				t.Fatalf("record %d: a refused label changed the state", i)
+			}
+		}
+		if err := l.Update(xs[i], l.Predict(xs[i]), ys[i]); err != nil {
+			t.Fatal(err)
+		}
+		if moved := !bytes.Equal(fresh, mustMarshal(t, l.Inner())); moved != (i >= scaleWarmup) {
+			t.Fatalf("after %d labels the inner learner moved = %v", i+1, moved)
+		}
 	}
 }
