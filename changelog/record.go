@@ -40,9 +40,14 @@ const (
 )
 
 // Value frame: magic, version, kind, payload, CRC-32C of all before it.
+// Version 2 differs only in bundles: they carry the key's last-record time
+// after the offsets. It is written only for bundles that have one (the
+// processor's state.key_ttl), so a deployment without idle-key expiry
+// writes exactly what version-1 readers read.
 const (
 	magic0, magic1 = 'k', 'c'
 	codecVersion   = 1
+	codecIdle      = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -67,6 +72,15 @@ type Bundle struct {
 	Learner []byte
 	// Pending are the key's pending-label entries.
 	Pending []Entry
+	// HasLastRecord says LastRecord is set: the partition's event time (ms)
+	// at the key's last record, by which idle keys expire (state.key_ttl).
+	HasLastRecord bool
+	LastRecord    int64
+}
+
+// Empty reports a bundle that holds no state: its key was erased.
+func (b *Bundle) Empty() bool {
+	return b.Learner == nil && len(b.Pending) == 0 && !b.HasLastRecord
 }
 
 // Marker closes a checkpoint: Meta is the partition meta the processor
@@ -86,10 +100,17 @@ func MarkerKey() []byte { return []byte{kindMarker} }
 
 // EncodeBundle appends b's record value to dst.
 func EncodeBundle(dst []byte, b *Bundle) []byte {
-	dst = append(dst, magic0, magic1, codecVersion, kindBundle)
+	version := byte(codecVersion)
+	if b.HasLastRecord {
+		version = codecIdle
+	}
+	dst = append(dst, magic0, magic1, version, kindBundle)
 	dst = binary.AppendUvarint(dst, b.Seq)
 	dst = binary.AppendVarint(dst, b.NextIn)
 	dst = binary.AppendVarint(dst, b.NextLab)
+	if b.HasLastRecord {
+		dst = binary.AppendVarint(dst, b.LastRecord)
+	}
 	if b.Learner == nil {
 		dst = append(dst, 0)
 	} else {
@@ -142,6 +163,9 @@ func Decode(key, value []byte) (Decoded, error) {
 			return Decoded{}, err
 		}
 		b := &Bundle{Seq: r.uvarint(), NextIn: r.varint(), NextLab: r.varint()}
+		if r.version == codecIdle {
+			b.HasLastRecord, b.LastRecord = true, r.varint()
+		}
 		switch r.byte() {
 		case 0:
 		case 1:
@@ -183,16 +207,17 @@ func Decode(key, value []byte) (Decoded, error) {
 
 // reader walks a value's payload; errors are sticky.
 type reader struct {
-	b   []byte
-	err error
+	b       []byte
+	version byte
+	err     error
 }
 
 func frame(v []byte, kind byte) (*reader, error) {
 	if len(v) < 4+4 || v[0] != magic0 || v[1] != magic1 {
 		return nil, fmt.Errorf("%w: not a kernelstream changelog value (%d bytes)", ErrCorrupt, len(v))
 	}
-	if v[2] != codecVersion {
-		return nil, fmt.Errorf("%w: codec version %d, this build reads %d", ErrCorrupt, v[2], codecVersion)
+	if v[2] != codecVersion && (v[2] != codecIdle || kind != kindBundle) {
+		return nil, fmt.Errorf("%w: codec version %d of a %q record, this build reads %d and %d (bundles)", ErrCorrupt, v[2], kind, codecVersion, codecIdle)
 	}
 	if v[3] != kind {
 		return nil, fmt.Errorf("%w: value kind %q under a key of kind %q", ErrCorrupt, v[3], kind)
@@ -201,7 +226,7 @@ func frame(v []byte, kind byte) (*reader, error) {
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(v[len(v)-4:]) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
-	return &reader{b: body[4:]}, nil
+	return &reader{b: body[4:], version: v[2]}, nil
 }
 
 func (r *reader) fail(what string) {

@@ -2,7 +2,9 @@ package changelog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"reflect"
 	"testing"
 )
@@ -12,6 +14,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Seq: 7, NextIn: 1234, NextLab: -2, Learner: []byte{1, 2, 3}, Pending: []Entry{{Key: []byte("k/1"), Value: []byte("v1")}, {Key: []byte("k/2"), Value: []byte{}}}},
 		{Seq: 1, NextIn: 0, NextLab: 0},
 		{Seq: 1 << 40, NextIn: 1 << 50, NextLab: 3, Learner: []byte{}},
+		{Seq: 2, NextIn: 9, NextLab: 4, Learner: []byte{5}, HasLastRecord: true, LastRecord: -1 << 40}, // version 2
 	} {
 		v := EncodeBundle(nil, b)
 		d, err := Decode(BundleKey([]byte("user-7")), v)
@@ -37,6 +40,9 @@ func TestRecordRejections(t *testing.T) {
 	good := EncodeBundle(nil, &Bundle{Seq: 3, NextIn: 5, Learner: []byte("L"), Pending: []Entry{{Key: []byte("a"), Value: []byte("b")}}})
 	flip := append([]byte(nil), good...)
 	flip[6] ^= 1
+	v2marker := EncodeMarker(nil, &Marker{Seq: 1})
+	v2marker[2] = codecIdle // only bundles have a version 2 (checksum fixed below)
+	v2marker = binary.LittleEndian.AppendUint32(v2marker[:len(v2marker)-4], crc32.Checksum(v2marker[:len(v2marker)-4], castagnoli))
 	for _, tc := range []struct {
 		name       string
 		key, value []byte
@@ -49,6 +55,7 @@ func TestRecordRejections(t *testing.T) {
 		{"marker tombstone", MarkerKey(), nil},
 		{"long marker key", []byte("MM"), EncodeMarker(nil, &Marker{Seq: 1})},
 		{"foreign bytes", BundleKey([]byte("k")), bytes.Repeat([]byte{0xff}, 20)},
+		{"version 2 marker", MarkerKey(), v2marker},
 	} {
 		if _, err := Decode(tc.key, tc.value); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: err %v, want ErrCorrupt", tc.name, err)
@@ -58,6 +65,7 @@ func TestRecordRejections(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(BundleKey([]byte("k")), EncodeBundle(nil, &Bundle{Seq: 3, NextIn: 5, Learner: []byte("L"), Pending: []Entry{{Key: []byte("a"), Value: []byte("b")}}}))
+	f.Add(BundleKey([]byte("k")), EncodeBundle(nil, &Bundle{Seq: 3, NextIn: 5, HasLastRecord: true, LastRecord: 77}))
 	f.Add(MarkerKey(), EncodeMarker(nil, &Marker{Seq: 2, Meta: []byte{1, 2}}))
 	f.Add([]byte{kindBundle}, []byte(nil))
 	f.Fuzz(func(t *testing.T, key, value []byte) {

@@ -10,6 +10,7 @@
 //	'm' part            -> partition meta (opaque to this package: offsets, watermark, ...)
 //	'l' part key        -> learner blob of a routing key
 //	'p' part key        -> one pending-label entry (key is the processor's composite key)
+//	'i' part key        -> idle-key index: the event time of a routing key's last record (state.key_ttl)
 //	'r' part            -> redo marker of a staged checkpoint (see below)
 //	's' part seq(4)     -> one staged operation of a checkpoint being committed
 //
@@ -65,6 +66,7 @@ const (
 	nsMeta    = 'm'
 	nsLearner = 'l'
 	nsPending = 'p'
+	nsIdle    = 'i'
 	nsRedo    = 'r'
 	nsStage   = 's'
 )
@@ -135,6 +137,9 @@ type Checkpoint struct {
 	Learners []Op
 	// Pending: Key is the pending entry's key, Value its encoding (nil = delete).
 	Pending []Op
+	// Idle: Key is the routing key, Value the event time of its last record
+	// (the processor's encoding; nil = delete).
+	Idle []Op
 }
 
 // Open opens (or creates) the store and finishes or discards any checkpoint
@@ -313,6 +318,11 @@ func (s *Store) EachPending(part int, fn func(key, value []byte) error) error {
 	return s.each(nsPending, part, fn)
 }
 
+// EachIdle calls fn for every idle-index entry of partition part, in key order.
+func (s *Store) EachIdle(part int, fn func(key, value []byte) error) error {
+	return s.each(nsIdle, part, fn)
+}
+
 // CountLearners counts the stored learners of partition part (keys only).
 func (s *Store) CountLearners(part int) (int, error) {
 	n := 0
@@ -333,12 +343,15 @@ func (s *Store) each(ns byte, part int, fn func(key, value []byte) error) error 
 
 // ops flattens a checkpoint into live-key operations, meta last.
 func (cp *Checkpoint) ops(part int) []Op {
-	out := make([]Op, 0, len(cp.Learners)+len(cp.Pending)+1)
+	out := make([]Op, 0, len(cp.Learners)+len(cp.Pending)+len(cp.Idle)+1)
 	for _, o := range cp.Learners {
 		out = append(out, Op{Key: partKey(nsLearner, part, o.Key), Value: o.Value})
 	}
 	for _, o := range cp.Pending {
 		out = append(out, Op{Key: partKey(nsPending, part, o.Key), Value: o.Value})
+	}
+	for _, o := range cp.Idle {
+		out = append(out, Op{Key: partKey(nsIdle, part, o.Key), Value: o.Value})
 	}
 	return append(out, Op{Key: partKey(nsMeta, part, nil), Value: cp.Meta})
 }
@@ -606,11 +619,12 @@ func (s *Store) Load(part int, cp *Checkpoint) error {
 	// restore of 100,000 keys several times slower).
 	sortOps(cp.Learners)
 	sortOps(cp.Pending)
+	sortOps(cp.Idle)
 	wb := s.db.NewWriteBatch()
 	for _, group := range []struct {
 		ns  byte
 		ops []Op
-	}{{nsLearner, cp.Learners}, {nsPending, cp.Pending}} {
+	}{{nsLearner, cp.Learners}, {nsPending, cp.Pending}, {nsIdle, cp.Idle}} {
 		ns := group.ns
 		for _, o := range group.ops {
 			if o.Value == nil {
@@ -644,27 +658,40 @@ func sortOps(ops []Op) {
 // are deleted in batches (Badger's DropPrefix would block the writes of
 // every other partition meanwhile).
 func (s *Store) ResetPartition(part int) error {
-	for _, ns := range []byte{nsMeta, nsRedo, nsStage, nsLearner, nsPending} {
-		var keys [][]byte
-		err := s.scan(partKey(ns, part, nil), false, func(item *badger.Item) error {
-			keys = append(keys, item.KeyCopy(nil))
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("checkpoint: reset partition %d: %w", part, err)
-		}
-		wb := s.db.NewWriteBatch()
-		for _, k := range keys {
-			if err := wb.Delete(k); err != nil {
-				wb.Cancel()
-				return fmt.Errorf("checkpoint: reset partition %d: %w", part, err)
-			}
-		}
-		if err := wb.Flush(); err != nil {
+	for _, ns := range []byte{nsMeta, nsRedo, nsStage, nsLearner, nsPending, nsIdle} {
+		if err := s.dropNamespace(ns, part); err != nil {
 			return fmt.Errorf("checkpoint: reset partition %d: %w", part, err)
 		}
 	}
 	return nil
+}
+
+// DropIdle deletes partition part's idle-key index (idle-key expiry was
+// turned off: a stale index must not expire keys when it is turned on again).
+func (s *Store) DropIdle(part int) error {
+	if err := s.dropNamespace(nsIdle, part); err != nil {
+		return fmt.Errorf("checkpoint: drop the idle-key index of partition %d: %w", part, err)
+	}
+	return nil
+}
+
+func (s *Store) dropNamespace(ns byte, part int) error {
+	var keys [][]byte
+	err := s.scan(partKey(ns, part, nil), false, func(item *badger.Item) error {
+		keys = append(keys, item.KeyCopy(nil))
+		return nil
+	})
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	wb := s.db.NewWriteBatch()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			wb.Cancel()
+			return err
+		}
+	}
+	return wb.Flush()
 }
 
 // SetHeld records the input partitions assigned to this member in its

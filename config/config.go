@@ -24,6 +24,7 @@ type Config struct {
 	Checkpoint Checkpoint  `yaml:"checkpoint"`
 	Changelog  Changelog   `yaml:"changelog"`
 	Labels     Labels      `yaml:"labels"`
+	State      State       `yaml:"state"`
 	Cache      Cache       `yaml:"cache"`
 	Output     Output      `yaml:"output"`
 	HTTP       HTTP        `yaml:"http"`
@@ -103,6 +104,11 @@ type Labels struct {
 	MaxPendingTotal int           `yaml:"max_pending_total" doc:"pending predictions kept by the whole process: each partition keeps at most this divided by the input's partition count (deterministic whatever the assignment); 0 = no process-wide bound"`
 	MergeWait       time.Duration `yaml:"merge_wait" doc:"with labels_topic: longest wait for records the other topic's high-water mark says exist before merging a record without them"`
 	MaxTsSkew       time.Duration `yaml:"max_ts_skew" doc:"largest distance between a record's ts and its Kafka timestamp; farther is a dead letter (reason bad_timestamp); 0 = no check"`
+}
+
+// State bounds how long a key's state lives.
+type State struct {
+	KeyTTL time.Duration `yaml:"key_ttl" doc:"event time after a key's last record at which its learner and pending entries expire (deterministic, like a delete record; keep it >= labels.ttl); 0 = never"`
 }
 
 // Cache bounds the learners held in memory.

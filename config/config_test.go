@@ -296,6 +296,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"checkpoint.max_records", func(c *Config) { c.Checkpoint.MaxRecords = 0 }},
 		{"labels.ttl", func(c *Config) { c.Labels.TTL = 0 }},
 		{"labels.max_pending", func(c *Config) { c.Labels.MaxPending = -1 }},
+		{"state.key_ttl", func(c *Config) { c.State.KeyTTL = -time.Hour }},
 		{"cache.max_learners", func(c *Config) { c.Cache.MaxLearners = 0 }},
 		{"output.top_k", func(c *Config) { c.Output.TopK = -1 }},
 		{"output.batch_timeout", func(c *Config) { c.Output.BatchTimeout = 0 }},

@@ -22,6 +22,7 @@ func TestProcessorConfigMapsEveryKey(t *testing.T) {
 	c.Kafka.TLS = TLS{Enabled: true, InsecureSkipVerify: true, ServerName: "kafka.internal"}
 	c.Kafka.SASL = SASL{Mechanism: "scram-sha-256", Username: "u", Password: "p"}
 	c.Kafka.InstanceID = "pod-3"
+	c.State.KeyTTL = 72 * time.Hour
 	c.Kafka.SessionTimeout, c.Kafka.HeartbeatInterval, c.Kafka.RebalanceTimeout = 7*time.Second, 700*time.Millisecond, 9*time.Second
 	c.Kafka.RetryBackoffMax, c.Kafka.MaxValueBytes, c.Output.BatchTimeout = 3*time.Second, 12345, 7*time.Millisecond
 	if err := c.Validate(); err != nil {
@@ -50,6 +51,7 @@ func TestProcessorConfigMapsEveryKey(t *testing.T) {
 		{"CheckpointInterval", p.CheckpointInterval, c.Checkpoint.Interval},
 		{"CheckpointMaxRecords", p.CheckpointMaxRecords, c.Checkpoint.MaxRecords},
 		{"LabelsTTL", p.LabelsTTL, c.Labels.TTL},
+		{"KeyTTL", p.KeyTTL, c.State.KeyTTL},
 		{"MaxPending", p.MaxPending, c.Labels.MaxPending},
 		{"MaxLearners", p.MaxLearners, c.Cache.MaxLearners},
 		{"TopK", p.TopK, c.Output.TopK},

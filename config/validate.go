@@ -132,6 +132,9 @@ func (c *Config) Validate() error {
 	if c.Labels.MaxTsSkew < 0 {
 		bad("labels.max_ts_skew", "%v must be >= 0 (0 = no check)", c.Labels.MaxTsSkew)
 	}
+	if c.State.KeyTTL < 0 {
+		bad("state.key_ttl", "%v must be >= 0 (0 = keys never expire)", c.State.KeyTTL)
+	}
 	if c.Cache.MaxLearners <= 0 {
 		bad("cache.max_learners", "%d must be > 0", c.Cache.MaxLearners)
 	}

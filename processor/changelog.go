@@ -157,7 +157,10 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 		for _, e := range b.Pending {
 			cp.Pending = append(cp.Pending, checkpoint.Op{Key: e.Key, Value: e.Value})
 		}
-		if b.Learner == nil && len(b.Pending) == 0 && b.Seq <= st.Marker.Seq {
+		if b.HasLastRecord && w.cfg.KeyTTL > 0 {
+			cp.Idle = append(cp.Idle, checkpoint.Op{Key: []byte(k), Value: encodeIdle(b.LastRecord)})
+		}
+		if b.Empty() && b.Seq <= st.Marker.Seq {
 			w.tombstones = append(w.tombstones, k) // erased: its empty bundle may go
 		}
 		if b.Seq > st.Marker.Seq {
@@ -213,6 +216,18 @@ func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return err
 	}
+	if w.cfg.KeyTTL > 0 {
+		err = w.store.EachIdle(w.part, func(k, v []byte) error {
+			if last, err := decodeIdle(string(k), v); err == nil { // a corrupt entry restarts the key's clock at restore
+				b := bundle(string(k))
+				b.HasLastRecord, b.LastRecord = true, last
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
 	msgs := w.changelogMessages(bundles, &changelog.Marker{Seq: seq, Meta: meta})
 	w.log.Info().Int("keys", len(bundles)).Uint64("seq", seq).Msg("changelog lacks this partition's state: writing it from the local store")
 	return w.writeChangelog(ctx, msgs)
@@ -243,6 +258,9 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
 	for _, o := range snap.cp.Pending {
 		touched[string(routingOf(o.Key))] = true
 	}
+	for _, o := range snap.cp.Idle {
+		touched[string(o.Key)] = true
+	}
 	bundles := make(map[string]*changelog.Bundle, len(touched))
 	for k := range touched {
 		v, ok := learners[k]
@@ -252,7 +270,11 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
 				return nil, err
 			}
 		}
-		bundles[k] = &changelog.Bundle{Seq: w.ckptSeq, NextIn: w.nextIn, NextLab: w.nextLab, Learner: v}
+		b := &changelog.Bundle{Seq: w.ckptSeq, NextIn: w.nextIn, NextLab: w.nextLab, Learner: v}
+		if w.idle != nil {
+			b.LastRecord, b.HasLastRecord = w.idle.last(k)
+		}
+		bundles[k] = b
 	}
 	if len(bundles) > 0 {
 		for _, e := range w.pend.m {
@@ -263,7 +285,7 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
 	}
 	var erased []string
 	for k, b := range bundles {
-		if b.Learner == nil && len(b.Pending) == 0 {
+		if b.Empty() {
 			erased = append(erased, k)
 		}
 	}

@@ -67,7 +67,7 @@ func (w *worker) startCheckpoint(ctx context.Context, gen *kafka.Generation) err
 
 // takeSnapshot returns nil when nothing changed since the last checkpoint.
 func (w *worker) takeSnapshot() (*snapshot, error) {
-	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() {
+	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) {
 		return nil, nil
 	}
 	if w.skip != nil && !w.skipDone() {
@@ -90,9 +90,13 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 	clear(w.pend.dirty)
 	snap := &snapshot{seq: w.seq, fresh: fresh,
 		cp: checkpoint.Checkpoint{Meta: w.encodeMeta(), Learners: learners, Pending: pending}}
+	if w.idle != nil {
+		snap.cp.Idle = w.idle.ops()
+	}
 	if c := w.carry; c != nil {
 		snap.cp.Learners = append(c.cp.Learners, snap.cp.Learners...)
 		snap.cp.Pending = append(c.cp.Pending, snap.cp.Pending...)
+		snap.cp.Idle = append(c.cp.Idle, snap.cp.Idle...)
 		snap.fresh += c.fresh
 		w.carry = nil
 	}

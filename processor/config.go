@@ -96,6 +96,12 @@ type Config struct {
 	// LabelsTTL expires pending predictions older than this in event time
 	// (the partition's largest ts seen minus the entry's ts). Default 1h.
 	LabelsTTL time.Duration
+	// KeyTTL expires idle keys: a key whose last record is more than KeyTTL
+	// behind the partition's event-time watermark loses its learner and
+	// pending entries, as if a delete record had come (docs/pipeline.md,
+	// "Idle keys expire"); deterministic on every replay. Keep it at least
+	// LabelsTTL. Default 0 = keys never expire.
+	KeyTTL time.Duration
 	// MaxPending bounds the pending-label map of one partition; the oldest
 	// entry (by offset) expires first. Default 100000.
 	MaxPending int
@@ -297,6 +303,9 @@ func (cfg Config) Validate() error {
 		if p.v < 0 {
 			bad(p.name, "%v must be > 0", p.v)
 		}
+	}
+	if c.KeyTTL < 0 {
+		bad("KeyTTL", "%v must be >= 0 (0 = keys never expire)", c.KeyTTL)
 	}
 	ints := []struct {
 		name string

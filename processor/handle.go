@@ -75,6 +75,14 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			c.expired[expiryTTL].Add(int64(n))
 			c.pending.Add(-int64(n))
 		}
+		if w.idle != nil {
+			w.expireIdle()
+		}
+	}
+	if w.idle != nil && r.kind != kindDelete {
+		// A label refreshes a known key's clock; only records that give a
+		// key a learner put it in the index.
+		w.idle.touch(msg.Key, w.watermark, r.kind != kindLabel)
 	}
 	switch r.kind {
 	case kindFeatures, kindLabeled:

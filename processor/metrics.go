@@ -93,6 +93,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counter("changelog_bytes_total", "Value bytes written to the changelog topic.", func() float64 { return float64(c.changelogBytes.Load()) })
 	counter("changelog_restored_records_total", "Changelog records read by partition restores.", func() float64 { return float64(c.changelogRead.Load()) })
 	counter("keys_erased_total", "Keys whose learner and pending entries were deleted on request (delete records).", func() float64 { return float64(c.erased.Load()) })
+	counter("keys_expired_total", "Idle keys whose learner and pending entries expired (state.key_ttl).", func() float64 { return float64(c.keysExpired.Load()) })
 	counter("changelog_restores_total", "Partitions whose state was restored from the changelog.", func() float64 { return float64(c.restores.Load()) })
 	gauge("learners_in_memory", "Learner objects held in memory.", func() float64 { return float64(c.inMemory.Load()) })
 	gauge("state_dir_bytes", "Disk space used by the checkpoint directory (sampled every 10 s).", func() float64 { return storeSize(c, (*checkpoint.Store).DiskBytes) })

@@ -45,6 +45,7 @@ type worker struct {
 	restored          bool
 	ckptSeq           uint64                   // sequence number of the last checkpoint (the changelog's markers)
 	skip              map[string]changelogSkip // keys whose restored state is ahead of the resume offsets
+	idle              *idleIndex               // last-record times when KeyTTL is set (idle.go), else nil
 	tombstones        []string                 // erased keys whose empty bundle a completed checkpoint wrote: tombstoned next
 	warm              map[string][]byte        // learners the changelog restore read, for the cache (warm.go)
 	restoredMeta      []byte                   // the meta of the changelog's last marker, when restored from it

@@ -275,22 +275,7 @@ func TestWarmRestore(t *testing.T) {
 	src := newTester(t, lmsSpec, nil)
 	src.w.p.cfg.Changelog.Topic = "cl" // after the restore: the tester has no broker to restore from
 	src.consume(first...)
-	snap, err := src.w.takeSnapshot()
-	if err != nil || snap == nil {
-		t.Fatal(snap, err)
-	}
-	st := &changelog.State{Bundles: map[string]*changelog.Bundle{}}
-	for _, m := range snap.changelog {
-		d, err := changelog.Decode(m.Key, m.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Marker != nil {
-			st.Marker = d.Marker
-		} else {
-			st.Bundles[string(d.Routing)] = d.Bundle
-		}
-	}
+	st := changelogState(t, src)
 
 	ts := newTester(t, lmsSpec, nil)
 	if err := ts.w.applyChangelog(st); err != nil {

@@ -66,6 +66,9 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 		return err
 	}
 	w.cache.warm.idle, w.warm = w.warm, nil
+	if err := w.loadIdle(); err != nil {
+		return err
+	}
 	w.onDiskGauge = w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part))
 	w.onDiskGauge.Set(float64(w.cache.onDisk))
 	w.lagGauge = w.p.m.lag.WithLabelValues(strconv.Itoa(w.part))

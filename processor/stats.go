@@ -26,6 +26,9 @@ type Stats struct {
 	Pending int64
 	// Expired pending entries by cause: "ttl", "count", "replaced".
 	Expired map[string]int64
+	// KeysErased counts keys deleted on request (delete records) and
+	// KeysExpired idle keys expired by KeyTTL.
+	KeysErased, KeysExpired int64
 	// UnknownLabels counts labels whose id is not pending (dropped, counted).
 	UnknownLabels int64
 	// NumericalRejections counts updates refused by the numerical guard.
@@ -106,6 +109,7 @@ type counters struct {
 	changelogRead    atomic.Int64 // records read by restores
 	restores         atomic.Int64 // partitions restored from the changelog
 	erased           atomic.Int64 // keys deleted on request
+	keysExpired      atomic.Int64 // idle keys expired (KeyTTL)
 }
 
 // Expiry causes of pending entries.
@@ -159,6 +163,8 @@ func (c *counters) snapshot() Stats {
 	s.Updates = c.updates.Load()
 	s.Pending = c.pending.Load()
 	s.UnknownLabels = c.unknown.Load()
+	s.KeysErased = c.erased.Load()
+	s.KeysExpired = c.keysExpired.Load()
 	s.NumericalRejections = c.numerical.Load()
 	s.Replayed = c.replayed.Load()
 	s.LearnersInMemory = c.inMemory.Load()
