@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -55,18 +56,22 @@ const (
 
 // scan calls fn for every record of partition from offset from up to the
 // high-water mark it had when scan started.
+// maxRedials bounds the consecutive reconnections of one scan.
+const maxRedials = 5
+
 func (s Source) scan(ctx context.Context, partition int, from func(first, last int64) int64, fn func(m kafka.Message) error) error {
 	c, err := s.conn(ctx, partition)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { c.Close() }()
 	first, last, err := c.ReadOffsets()
 	if err != nil {
 		return fmt.Errorf("changelog %s/%d: offsets: %w", s.Topic, partition, err)
 	}
 	off := from(first, last)
 	size := fetchBytes
+	redials := 0
 	for off < last {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -95,7 +100,16 @@ func (s Source) scan(ctx context.Context, partition int, from func(first, last i
 		err := b.Close()
 		switch {
 		case n > 0:
-			size = fetchBytes
+			size, redials = fetchBytes, 0
+		case err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && redials < maxRedials:
+			// The connection failed (a read deadline passed while the
+			// restore was busy, the broker closed it): kafka-go does not
+			// reuse a failed Conn, so dial again and go on from off.
+			redials++
+			c.Close()
+			if c, err = s.conn(ctx, partition); err != nil {
+				return err
+			}
 		case size < maxFetchBytes:
 			size *= 2 // a record larger than the fetch: ask for more
 		case err != nil:

@@ -55,7 +55,7 @@ func TestChangelogSurvivesDiskLossAndRetention(t *testing.T) {
 		if err := os.RemoveAll(clDir); err != nil {
 			t.Fatal(err)
 		}
-		trimToCommitted(ctx, t, addr, "cl", "features", crashPartitions)
+		trimToCommitted(ctx, t, addr, "features", crashPartitions, "cl")
 	}
 	rng := rand.New(rand.NewPCG(2026, 24))
 	fractions := []float64{rng.Float64() * 0.2, 0.2 + rng.Float64()*0.2, 0.4 + rng.Float64()*0.2, 0.6 + rng.Float64()*0.2}
@@ -188,18 +188,31 @@ func produceCrashStream(ctx context.Context, t *testing.T, addrs []string, featu
 	return ids
 }
 
-// trimToCommitted deletes the records of topic below group's committed
-// offsets (what retention may do to everything the group has committed).
-func trimToCommitted(ctx context.Context, t *testing.T, addr, group, topic string, partitions int) {
+// trimToCommitted deletes the records of topic below the committed offsets
+// of every group given (what retention may do to everything they have all
+// committed).
+func trimToCommitted(ctx context.Context, t *testing.T, addr, topic string, partitions int, groups ...string) {
 	t.Helper()
 	ids := make([]int, partitions)
 	for i := range ids {
 		ids[i] = i
 	}
 	kc := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
-	resp, err := kc.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
-	if err != nil {
-		t.Fatal(err)
+	committed := map[int]int64{}
+	for i, group := range groups {
+		resp, err := kc.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range resp.Topics[topic] {
+			off := p.CommittedOffset
+			if p.Error != nil {
+				off = -1
+			}
+			if c, ok := committed[p.Partition]; i == 0 || (ok && off < c) {
+				committed[p.Partition] = off
+			}
+		}
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -210,12 +223,12 @@ func trimToCommitted(ctx context.Context, t *testing.T, addr, group, topic strin
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewDeleteRecordsRequestTopic()
 	rt.Topic = topic
-	for _, p := range resp.Topics[topic] {
-		if p.Error != nil || p.CommittedOffset <= 0 {
+	for part, off := range committed {
+		if off <= 0 {
 			continue
 		}
 		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Partition, rp.Offset = int32(p.Partition), p.CommittedOffset
+		rp.Partition, rp.Offset = int32(part), off
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	if len(rt.Partitions) == 0 {
@@ -233,7 +246,7 @@ func trimToCommitted(ctx context.Context, t *testing.T, addr, group, topic strin
 			}
 		}
 	}
-	t.Logf("input trimmed to the committed offsets %v", fmt.Sprint(resp.Topics[topic]))
+	t.Logf("input trimmed to the committed offsets %v of %v", committed, groups)
 }
 
 // restoreEventsMatching returns the log lines of path whose message is msg.

@@ -36,14 +36,21 @@ const (
 //
 //  1. members a, b and c start on an 8-partition topic;
 //  2. at 25% of the stream b is killed with SIGKILL: after the session
-//     timeout a and c take its partitions and rebuild their state by
-//     replaying the log from its start (their disks hold nothing for them)
-//     up to the group's offset, without re-emitting;
-//  3. at 45% b comes back on its old disk (a rolling restart): the sticky
-//     balancer gives it back partitions it held, restored from its older
-//     checkpoint plus a replay of the gap up to the group's offset;
-//  4. at 65% member d joins with an empty disk and rebuilds what it receives
-//     from the start of the log.
+//     timeout a and c take its partitions and restore them from the
+//     changelog (their disks hold nothing for them), replaying the input
+//     only from its last marker, without re-emitting;
+//  3. at 40% b comes back on its old disk (a rolling restart): the sticky
+//     balancer gives it back partitions it held, restored over its older
+//     checkpoint;
+//  4. at 55% c is killed with SIGKILL and its disk deleted, the input is
+//     trimmed (DeleteRecords) to the committed offsets of the group and of
+//     the reference, as retention would, and a fresh member d joins with
+//     an empty disk;
+//  5. at 70% the same again with a, and a fresh member e.
+//
+// Every kill waits until the group is stable, so that the victim is in a
+// generation (kfake never expires a member killed while its JoinGroup or
+// SyncGroup reply is in flight).
 //
 // At the end, for every partition, the learners of the member that processed
 // it last (its checkpoint's next offset is the partition's end) equal, byte
@@ -134,12 +141,26 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	procs["b"].stop(t, syscall.SIGKILL, 10*time.Second)
 	t.Logf("b killed at %d records", produced.Load())
 	waitStable(2, "a", "c")
-	waitProduced(0.45)
+	waitProduced(0.40)
 	procs["b"] = start("b", memberCfg("b"))
 	waitStable(3, "a", "b", "c")
-	waitProduced(0.65)
-	procs["d"] = start("d", memberCfg("d"))
-	waitStable(4, "a", "b", "c", "d")
+	// A member lost with its disk, retention past the committed offsets,
+	// a fresh member in its place: twice.
+	replace := func(frac float64, victim, fresh string, others ...string) {
+		t.Helper()
+		waitProduced(frac)
+		procs[victim].stop(t, syscall.SIGKILL, 10*time.Second)
+		delete(procs, victim)
+		if err := os.RemoveAll(memberDir(victim)); err != nil {
+			t.Fatal(err)
+		}
+		trimToCommitted(ctx, t, addr, "features", membersPartitions, "grp", "ref")
+		t.Logf("%s killed and its disk deleted at %d records; %s joins", victim, produced.Load(), fresh)
+		procs[fresh] = start(fresh, memberCfg(fresh))
+		waitStable(3, append(others, fresh)...)
+	}
+	replace(0.55, "c", "d", "a", "b")
+	replace(0.70, "a", "e", "b", "d")
 
 	if err := <-prodDone; err != nil {
 		t.Fatal(err)
@@ -150,7 +171,7 @@ func TestMembersJoinAndLeave(t *testing.T) {
 			if err == nil && ok {
 				break
 			}
-			alive("ref", "a", "b", "c", "d")
+			alive("ref", "b", "d", "e")
 			select {
 			case <-ctx.Done():
 				t.Fatalf("group %s did not catch up", g)
@@ -158,7 +179,7 @@ func TestMembersJoinAndLeave(t *testing.T) {
 			}
 		}
 	}
-	waitStable(4, "a", "b", "c", "d")
+	waitStable(3, "b", "d", "e")
 	// All at once, so that no member is left to take over another's
 	// partitions while they leave.
 	for _, p := range procs {
@@ -186,7 +207,7 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	// group had moved on, and one restored from an older checkpoint of the
 	// same member plus the gap.
 	var empty, older int
-	for _, name := range []string{"a", "b", "c", "d"} {
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
 		for _, r := range restoreEvents(t, filepath.Join(dir, name+".log")) {
 			switch {
 			case r.Message == changelogRestored && !r.LocalState:
@@ -218,7 +239,7 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	}
 	ref := openStates(t, refDir)
 	members := map[string]partitionStates{}
-	for _, name := range []string{"a", "b", "c", "d"} {
+	for _, name := range []string{"b", "d", "e"} { // a and c lost their disks
 		members[name] = openStates(t, memberDir(name))
 	}
 	learners := 0
@@ -227,7 +248,7 @@ func TestMembersJoinAndLeave(t *testing.T) {
 			t.Errorf("partition %d: reference checkpoint at %d, end %d", part, ref[part].next, ends[part])
 		}
 		var fresh []string
-		for _, name := range []string{"a", "b", "c", "d"} {
+		for _, name := range []string{"b", "d", "e"} {
 			m := members[name][part]
 			if m.next != ends[part] {
 				continue
