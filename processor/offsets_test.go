@@ -10,8 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// deleteTopic deletes a topic.
-func deleteTopic(t *testing.T, addr, topic string) {
+// withAdmin calls fn with a franz-go client of the broker at addr and a
+// 10 s deadline.
+func withAdmin(t *testing.T, addr string, fn func(ctx context.Context, cl *kgo.Client)) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -20,6 +21,19 @@ func deleteTopic(t *testing.T, addr, topic string) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	fn(ctx, cl)
+}
+
+// deleteTopic deletes a topic.
+func deleteTopic(t *testing.T, addr, topic string) {
+	t.Helper()
+	withAdmin(t, addr, func(ctx context.Context, cl *kgo.Client) {
+		deleteTopicWith(ctx, t, cl, topic)
+	})
+}
+
+func deleteTopicWith(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) {
+	t.Helper()
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	dt := kmsg.NewDeleteTopicsRequestTopic()
 	dt.Topic = kmsg.StringPtr(topic)
@@ -33,25 +47,20 @@ func deleteTopic(t *testing.T, addr, topic string) {
 // recreateInput deletes the input topic and creates it again, empty.
 func recreateInput(t *testing.T, addr string) {
 	t.Helper()
-	deleteTopic(t, addr, tIn)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cr := kmsg.NewPtrCreateTopicsRequest()
-	ct := kmsg.NewCreateTopicsRequestTopic()
-	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = tIn, nParts, 1
-	cr.Topics = append(cr.Topics, ct)
-	res, err := cr.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := res.Topics[0].ErrorCode; code != 0 {
-		t.Fatalf("create topic: error code %d", code)
-	}
+	withAdmin(t, addr, func(ctx context.Context, cl *kgo.Client) {
+		deleteTopicWith(ctx, t, cl, tIn)
+		cr := kmsg.NewPtrCreateTopicsRequest()
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = tIn, nParts, 1
+		cr.Topics = append(cr.Topics, ct)
+		res, err := cr.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := res.Topics[0].ErrorCode; code != 0 {
+			t.Fatalf("create topic: error code %d", code)
+		}
+	})
 }
 
 // TestOffsetOutOfRange: the input topic is recreated while the checkpoint
