@@ -17,6 +17,7 @@ type State struct {
 	Marker  *Marker // nil: no checkpoint ever completed
 	Records int     // records read
 	Bytes   int64   // their value bytes
+	Next    int64   // offset of the next record to read
 }
 
 // Source is where the changelog lives: the processor's dialer (TLS, SASL)
@@ -123,28 +124,76 @@ func (s Source) scan(ctx context.Context, partition int, from func(first, last i
 
 // Read reads partition to its end: the state a restore starts from.
 func (s Source) Read(ctx context.Context, partition int) (*State, error) {
-	st := &State{Bundles: map[string]*Bundle{}}
-	err := s.scan(ctx, partition, func(first, _ int64) int64 { return first }, func(m kafka.Message) error {
-		d, err := Decode(m.Key, m.Value)
-		if err != nil {
-			return fmt.Errorf("changelog %s/%d offset %d: %w", s.Topic, partition, m.Offset, err)
-		}
-		st.Records++
-		st.Bytes += int64(len(m.Value))
-		switch {
-		case d.Marker != nil:
-			st.Marker = d.Marker
-		case d.Bundle != nil:
-			st.Bundles[string(d.Routing)] = d.Bundle
-		default:
-			delete(st.Bundles, string(d.Routing))
-		}
-		return nil
-	})
-	if err != nil {
+	st := NewState()
+	if err := s.ReadFrom(ctx, partition, st); err != nil {
 		return nil, err
 	}
 	return st, nil
+}
+
+// NewState returns an empty State (no record read yet).
+func NewState() *State { return &State{Bundles: map[string]*Bundle{}} }
+
+// ReadFrom applies the records of partition from st.Next (its log start
+// when st.Next is below it) to the partition's end: a state kept by a
+// standby (Follow) catches up with what it has not read yet.
+func (s Source) ReadFrom(ctx context.Context, partition int, st *State) error {
+	return s.scan(ctx, partition, func(first, _ int64) int64 { return max(first, st.Next) }, func(m kafka.Message) error {
+		return st.Apply(s.Topic, m)
+	})
+}
+
+// Apply adds one record of the partition, in offset order: the newest
+// bundle of each key, the last marker; a tombstone removes its key.
+func (st *State) Apply(topic string, m kafka.Message) error {
+	d, err := Decode(m.Key, m.Value)
+	if err != nil {
+		return fmt.Errorf("changelog %s/%d offset %d: %w", topic, m.Partition, m.Offset, err)
+	}
+	st.Records++
+	st.Bytes += int64(len(m.Value))
+	st.Next = m.Offset + 1
+	switch {
+	case d.Marker != nil:
+		st.Marker = d.Marker
+	case d.Bundle != nil:
+		st.Bundles[string(d.Routing)] = d.Bundle
+	default:
+		delete(st.Bundles, string(d.Routing))
+	}
+	return nil
+}
+
+// Follow calls fn with the records of partition from offset from on, as
+// they are written, until ctx ends (its error is then returned) or fn
+// fails. lag, if not nil, is called after each record with the records
+// still to read. The records are fetched by a kafka-go Reader (no consumer
+// group); a State follows the partition with fn = its Apply.
+func (s Source) Follow(ctx context.Context, partition int, from int64, fn func(m kafka.Message) error, lag func(int64)) error {
+	cfg := kafka.ReaderConfig{Brokers: s.Brokers, Topic: s.Topic, Partition: partition, Dialer: s.Dialer,
+		MinBytes: 1, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond, StartOffset: kafka.FirstOffset}
+	r := kafka.NewReader(cfg)
+	defer r.Close()
+	if from > 0 {
+		if err := r.SetOffset(from); err != nil {
+			return fmt.Errorf("changelog %s/%d: follow from %d: %w", s.Topic, partition, from, err)
+		}
+	}
+	for {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("changelog %s/%d: follow: %w", s.Topic, partition, err)
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+		if lag != nil {
+			lag(max(m.HighWaterMark-m.Offset-1, 0))
+		}
+	}
 }
 
 // tailWindow is how far back LastSeq looks for a marker before it gives up

@@ -87,6 +87,7 @@ type Changelog struct {
 	ReplicationFactor int    `yaml:"replication_factor" doc:"replication factor of the changelog topic when the consumer creates it; 0 = the brokers' default"`
 	MinInsyncReplicas int    `yaml:"min_insync_replicas" doc:"min.insync.replicas of the changelog topic when the consumer creates it; 0 = the brokers' default"`
 	MaxMessageBytes   int    `yaml:"max_message_bytes" doc:"largest changelog record (one key's learner and pending entries); the topic is created with it as max.message.bytes"`
+	StandbyReplicas   int    `yaml:"standby_replicas" doc:"other members that keep a warm in-memory copy of each partition's state by tailing its changelog partition; the partition goes to one of them when its owner leaves (docs/pipeline.md, \"Standby replicas\")"`
 }
 
 // ChangelogTopic is the changelog topic: Topic, else <group>-<input>-changelog.

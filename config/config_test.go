@@ -297,6 +297,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"labels.ttl", func(c *Config) { c.Labels.TTL = 0 }},
 		{"labels.max_pending", func(c *Config) { c.Labels.MaxPending = -1 }},
 		{"state.key_ttl", func(c *Config) { c.State.KeyTTL = -time.Hour }},
+		{"changelog.standby_replicas", func(c *Config) { c.Changelog.StandbyReplicas = -1 }},
+		{"changelog.standby_replicas", func(c *Config) { c.Changelog.Enabled, c.Changelog.StandbyReplicas = false, 1 }},
 		{"cache.max_learners", func(c *Config) { c.Cache.MaxLearners = 0 }},
 		{"output.top_k", func(c *Config) { c.Output.TopK = -1 }},
 		{"output.batch_timeout", func(c *Config) { c.Output.BatchTimeout = 0 }},

@@ -87,7 +87,8 @@ func (c *Config) processorChangelog() processor.ChangelogConfig {
 		return processor.ChangelogConfig{}
 	}
 	return processor.ChangelogConfig{Topic: c.ChangelogTopic(), ReplicationFactor: c.Changelog.ReplicationFactor,
-		MinInsyncReplicas: c.Changelog.MinInsyncReplicas, MaxMessageBytes: c.Changelog.MaxMessageBytes}
+		MinInsyncReplicas: c.Changelog.MinInsyncReplicas, MaxMessageBytes: c.Changelog.MaxMessageBytes,
+		StandbyReplicas: c.Changelog.StandbyReplicas}
 }
 
 // maxTsSkew maps labels.max_ts_skew (0 = no check) onto processor.Config's

@@ -23,6 +23,7 @@ func TestProcessorConfigMapsEveryKey(t *testing.T) {
 	c.Kafka.SASL = SASL{Mechanism: "scram-sha-256", Username: "u", Password: "p"}
 	c.Kafka.InstanceID = "pod-3"
 	c.State.KeyTTL = 72 * time.Hour
+	c.Changelog.StandbyReplicas = 2
 	c.Kafka.SessionTimeout, c.Kafka.HeartbeatInterval, c.Kafka.RebalanceTimeout = 7*time.Second, 700*time.Millisecond, 9*time.Second
 	c.Kafka.RetryBackoffMax, c.Kafka.MaxValueBytes, c.Output.BatchTimeout = 3*time.Second, 12345, 7*time.Millisecond
 	if err := c.Validate(); err != nil {
@@ -52,6 +53,7 @@ func TestProcessorConfigMapsEveryKey(t *testing.T) {
 		{"CheckpointMaxRecords", p.CheckpointMaxRecords, c.Checkpoint.MaxRecords},
 		{"LabelsTTL", p.LabelsTTL, c.Labels.TTL},
 		{"KeyTTL", p.KeyTTL, c.State.KeyTTL},
+		{"Changelog.StandbyReplicas", p.Changelog.StandbyReplicas, c.Changelog.StandbyReplicas},
 		{"MaxPending", p.MaxPending, c.Labels.MaxPending},
 		{"MaxLearners", p.MaxLearners, c.Cache.MaxLearners},
 		{"TopK", p.TopK, c.Output.TopK},

@@ -118,6 +118,9 @@ func (c *Config) Validate() error {
 			bad("changelog.topic", "%q is also one of the kafka topics", t)
 		}
 	}
+	if n := c.Changelog.StandbyReplicas; n < 0 || n > 0 && !c.Changelog.Enabled {
+		bad("changelog.standby_replicas", "%d must be >= 0, and needs changelog.enabled", n)
+	}
 	if c.Checkpoint.MaxRecords <= 0 {
 		bad("checkpoint.max_records", "%d must be > 0", c.Checkpoint.MaxRecords)
 	}

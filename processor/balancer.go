@@ -38,6 +38,13 @@ package processor
 // partitions that move is the minimum any assignment balanced within one
 // allows.
 //
+// Standby replicas (SetStandby): members also subscribe to the changelog
+// topic, whose partitions are not owned but tailed. The leader hands changelog
+// partition p to up to N members other than p's owner (sticky: those that
+// tailed it in the last generation first, then the fewest standby tasks), and
+// a member's standby partitions are claims of a third tier, below owned and
+// restored: when p's owner leaves, p goes to a member that has its state warm.
+//
 // When a member states no claims (an engine that never calls SetOwned), the
 // leader falls back on its memory of the last assignment it computed for
 // that identity (owned if the identity was in the previous generation,
@@ -79,6 +86,7 @@ const forgetAfterRounds = 16
 const (
 	tierOwned    = 1
 	tierRestored = 2
+	tierStandby  = 3
 )
 
 // StickyBalancer is a kafka.GroupBalancer that keeps partitions on the member
@@ -90,8 +98,12 @@ type StickyBalancer struct {
 	mu       sync.Mutex
 	owned    []int // partition numbers held in the current generation; nil = unknown
 	restored []int // partition numbers whose state is on local disk
+	standby  []int // changelog partitions tailed in the current generation
 	memory   map[string]rememberedClaim
 	round    uint64
+
+	standbyTopic    string // the changelog topic when standby replicas are on
+	standbyReplicas int
 }
 
 type rememberedClaim struct {
@@ -112,6 +124,16 @@ func NewStickyBalancer(identity string) *StickyBalancer {
 // Identity returns the stable identity this member announces.
 func (b *StickyBalancer) Identity() string { return b.identity }
 
+// SetStandby turns standby replicas on: the partitions of topic (the
+// changelog) are handed out as standby tasks, replicas per partition, never
+// to the partition's owner. Every member of the group must use the same
+// setting. Call it before joining.
+func (b *StickyBalancer) SetStandby(topic string, replicas int) {
+	b.mu.Lock()
+	b.standbyTopic, b.standbyReplicas = topic, replicas
+	b.mu.Unlock()
+}
+
 // ProtocolName implements kafka.GroupBalancer.
 func (b *StickyBalancer) ProtocolName() string { return StickyProtocolName }
 
@@ -120,13 +142,23 @@ func (b *StickyBalancer) ProtocolName() string { return StickyProtocolName }
 // next JoinGroup. It clears the restored claims: once the member has taken
 // part in a generation, what it owns is what it has freshest.
 func (b *StickyBalancer) SetOwned(topicPartitions map[string][]int) {
-	ids := flatten(topicPartitions)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	owned := make(map[string][]int, len(topicPartitions))
+	for t, ps := range topicPartitions {
+		if t != b.standbyTopic || b.standbyTopic == "" {
+			owned[t] = ps
+		}
+	}
+	ids := flatten(owned)
 	if ids == nil {
 		ids = []int{} // known to own nothing, as opposed to unknown
 	}
-	b.mu.Lock()
 	b.owned, b.restored = ids, nil
-	b.mu.Unlock()
+	b.standby = nil
+	if b.standbyTopic != "" {
+		b.standby = sortedUnique(topicPartitions[b.standbyTopic])
+	}
 }
 
 // SetOwnedAssignments is SetOwned for a kafka.Generation's Assignments.
@@ -162,13 +194,14 @@ type stickyUserData struct {
 	Identity string `json:"id,omitempty"`
 	Owned    *[]int `json:"owned,omitempty"`
 	Restored []int  `json:"restored,omitempty"`
+	Standby  []int  `json:"standby,omitempty"` // changelog partitions tailed (a field older members ignore)
 }
 
 // UserData implements kafka.GroupBalancer.
 func (b *StickyBalancer) UserData() ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ud := stickyUserData{Version: stickyUserDataVersion, Identity: b.identity, Restored: b.restored}
+	ud := stickyUserData{Version: stickyUserDataVersion, Identity: b.identity, Restored: b.restored, Standby: b.standby}
 	if b.owned != nil {
 		owned := append([]int{}, b.owned...)
 		ud.Owned = &owned
@@ -191,6 +224,7 @@ func decodeStickyUserData(data []byte) (ud stickyUserData, ok bool) {
 		ud.Owned = &owned
 	}
 	ud.Restored = sortedUnique(ud.Restored)
+	ud.Standby = sortedUnique(ud.Standby)
 	return ud, true
 }
 
@@ -201,6 +235,7 @@ type stickyMember struct {
 	topics   map[string]bool
 	owned    []int // sorted partition numbers, tier owned
 	restored []int // sorted partition numbers, tier restored (disjoint from owned)
+	standby  []int // sorted partition numbers, tier standby (disjoint from both)
 }
 
 // AssignGroups implements kafka.GroupBalancer.
@@ -221,8 +256,13 @@ func (b *StickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 	// Partition numbers of the topics somebody subscribes to.
 	byTopic := map[string][]int{}
 	var ids []int
+	var standbyIDs []int
 	for _, p := range partitions {
 		if !subscribed(ms, p.Topic) {
+			continue
+		}
+		if b.standbyTopic != "" && p.Topic == b.standbyTopic {
+			standbyIDs = append(standbyIDs, p.ID)
 			continue
 		}
 		byTopic[p.Topic] = append(byTopic[p.Topic], p.ID)
@@ -265,8 +305,65 @@ func (b *StickyBalancer) AssignGroups(members []kafka.GroupMember, partitions []
 		}
 	}
 
+	if len(standbyIDs) > 0 {
+		for id, members := range planStandby(sortedUnique(standbyIDs), ms, owner, b.standbyTopic, b.standbyReplicas) {
+			for _, i := range members {
+				out[ms[i].memberID][b.standbyTopic] = append(out[ms[i].memberID][b.standbyTopic], id)
+			}
+		}
+		for _, m := range ms {
+			sort.Ints(out[m.memberID][b.standbyTopic])
+		}
+	}
 	b.remember(ms, owner)
 	return out
+}
+
+// planStandby picks, for each partition number in ids, up to replicas
+// members that subscribe to topic, other than the partition's owner: those
+// that tailed it in the last generation first, then the fewest standby tasks
+// so far, then the order of ms (by identity).
+func planStandby(ids []int, ms []stickyMember, owner map[int]int, topic string, replicas int) map[int][]int {
+	out := make(map[int][]int, len(ids))
+	load := make([]int, len(ms))
+	had := make([]map[int]bool, len(ms))
+	for i, m := range ms {
+		had[i] = make(map[int]bool, len(m.standby))
+		for _, id := range m.standby {
+			had[i][id] = true
+		}
+	}
+	for _, id := range ids {
+		own, owned := owner[id]
+		var picked []int
+		for len(picked) < replicas {
+			best := -1
+			for i, m := range ms {
+				if !m.topics[topic] || (owned && i == own) || contains(picked, i) {
+					continue
+				}
+				if best < 0 || had[i][id] && !had[best][id] || had[i][id] == had[best][id] && load[i] < load[best] {
+					best = i
+				}
+			}
+			if best < 0 {
+				break // fewer eligible members than replicas
+			}
+			picked = append(picked, best)
+			load[best]++
+		}
+		out[id] = picked
+	}
+	return out
+}
+
+func contains(s []int, x int) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
 }
 
 // readMembers decodes and orders the members (by identity, then member ID)
@@ -293,6 +390,7 @@ func (b *StickyBalancer) readMembers(members []kafka.GroupMember) []stickyMember
 			}
 		}
 		m.restored = minus(sortedUnique(restored), m.owned)
+		m.standby = minus(minus(ud.Standby, m.owned), m.restored)
 		ms = append(ms, m)
 	}
 	sort.Slice(ms, func(a, c int) bool {
@@ -308,7 +406,7 @@ func (b *StickyBalancer) readMembers(members []kafka.GroupMember) []stickyMember
 	for i := range ms {
 		if seen[ms[i].identity] {
 			ms[i].identity += "#" + ms[i].memberID
-			ms[i].owned, ms[i].restored = nil, nil
+			ms[i].owned, ms[i].restored, ms[i].standby = nil, nil, nil
 		}
 		seen[ms[i].identity] = true
 	}
@@ -359,7 +457,7 @@ func planSticky(ids []int, ms []stickyMember) map[int]int {
 	claims := make([][]claim, n) // per member, owned first, each ascending
 	byID := map[int][]claimant{}
 	for i, m := range ms {
-		for tier, list := range [][]int{tierOwned: m.owned, tierRestored: m.restored} {
+		for tier, list := range [][]int{tierOwned: m.owned, tierRestored: m.restored, tierStandby: m.standby} {
 			for _, id := range list {
 				if exists[id] {
 					claims[i] = append(claims[i], claim{id: id, tier: tier})
@@ -377,7 +475,7 @@ func planSticky(ids []int, ms []stickyMember) map[int]int {
 	weight := make([]int, n)
 	for i := range ms {
 		for _, c := range claims[i] {
-			if c.tier == tierOwned && restoredBySomeone(byID[c.id]) {
+			if c.tier == tierOwned && restoredBySomeone(byID[c.id]) || c.tier == tierStandby {
 				continue
 			}
 			weight[i]++

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -824,5 +825,102 @@ func TestStickyBalancerWithKafkaGo(t *testing.T) {
 		if back := settled(stickyPod(0), stickyPod(1), stickyPod(2)); !reflect.DeepEqual(back, initial) {
 			t.Fatalf("%s restarted: %v, before %v", name, back, initial)
 		}
+	}
+}
+
+// standbyRound runs one rebalance of pods (identity -> balancer) subscribed
+// to the input and the changelog topic "cl" (parts partitions each), as the
+// engine does (SetOwned with the whole assignment), and returns the owner
+// and the standby members of every partition number.
+func standbyRound(t *testing.T, pods map[string]*processor.StickyBalancer, parts int) (map[int]string, map[int][]string) {
+	t.Helper()
+	var ids []string
+	for id := range pods {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var members []kafka.GroupMember
+	var partitions []kafka.Partition
+	for p := 0; p < parts; p++ {
+		partitions = append(partitions, kafka.Partition{Topic: stickyInput, ID: p}, kafka.Partition{Topic: "cl", ID: p})
+	}
+	for _, id := range ids {
+		ud, err := pods[id].UserData()
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, kafka.GroupMember{ID: "m-" + id, Topics: []string{stickyInput, "cl"}, UserData: ud})
+	}
+	out := pods[ids[len(ids)-1]].AssignGroups(members, partitions)
+	owner, standby := map[int]string{}, map[int][]string{}
+	for _, id := range ids {
+		as := out["m-"+id]
+		pods[id].SetOwned(as)
+		for _, p := range as[stickyInput] {
+			owner[p] = id
+		}
+		for _, p := range as["cl"] {
+			standby[p] = append(standby[p], id)
+		}
+	}
+	if len(owner) != parts {
+		t.Fatalf("%d of %d partitions owned: %v", len(owner), parts, owner)
+	}
+	return owner, standby
+}
+
+// TestStickyBalancerStandby: changelog partitions go to members other than
+// the owner, as many as asked when there are enough, stay where they are,
+// and a departed owner's partitions go to the members that tailed them.
+func TestStickyBalancerStandby(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		members, repl   int
+		wantPerPartiton int
+	}{
+		{"3 members, 1 standby", 3, 1, 1},
+		{"4 members, 2 standbys", 4, 2, 2},
+		{"2 members, 2 asked", 2, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const parts = 8
+			pods := map[string]*processor.StickyBalancer{}
+			for i := 0; i < tc.members; i++ {
+				b := processor.NewStickyBalancer(stickyPod(i))
+				b.SetStandby("cl", tc.repl)
+				pods[stickyPod(i)] = b
+			}
+			owner, standby := standbyRound(t, pods, parts)
+			check := func(owner map[int]string, standby map[int][]string) {
+				t.Helper()
+				for p := 0; p < parts; p++ {
+					if len(standby[p]) != min(tc.wantPerPartiton, len(pods)-1) {
+						t.Fatalf("partition %d: standbys %v, want %d", p, standby[p], tc.wantPerPartiton)
+					}
+					for _, s := range standby[p] {
+						if s == owner[p] {
+							t.Fatalf("partition %d: its owner %s is also its standby", p, s)
+						}
+					}
+				}
+			}
+			check(owner, standby)
+			owner2, standby2 := standbyRound(t, pods, parts)
+			if !reflect.DeepEqual(owner, owner2) || !reflect.DeepEqual(standby, standby2) {
+				t.Fatalf("a rebalance with the same members moved things: %v %v -> %v %v", owner, standby, owner2, standby2)
+			}
+			if tc.members < 3 {
+				return
+			}
+			gone := owner[0]
+			delete(pods, gone)
+			owner3, standby3 := standbyRound(t, pods, parts)
+			for p := 0; p < parts; p++ {
+				if owner[p] == gone && !slices.Contains(standby[p], owner3[p]) {
+					t.Errorf("partition %d of the departed %s went to %s, not to a standby %v", p, gone, owner3[p], standby[p])
+				}
+			}
+			check(owner3, standby3)
+		})
 	}
 }

@@ -30,6 +30,10 @@ type ChangelogConfig struct {
 	// learner and pending entries); the topic is created with it as its
 	// max.message.bytes. Default 8 MiB.
 	MaxMessageBytes int
+	// StandbyReplicas is how many other members keep a warm copy of each
+	// partition's state by tailing its changelog partition (standby.go);
+	// the group balancer must support it (StickyBalancer). Default 0.
+	StandbyReplicas int
 }
 
 // DefaultChangelogMaxMessageBytes is ChangelogConfig.MaxMessageBytes' default.
@@ -100,15 +104,21 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	warm := w.p.takeStandby(w.part)
 	if found && hasLocal && tail == local {
 		return nil // Badger has the changelog's last checkpoint
 	}
 	start := time.Now()
-	st, err := src.Read(ctx, w.part)
-	if err != nil {
+	st := warm
+	if st == nil {
+		st = changelog.NewState()
+	}
+	before := st.Records
+	if err := src.ReadFrom(ctx, w.part, st); err != nil {
 		return err
 	}
-	w.p.c.changelogRead.Add(int64(st.Records))
+	read := st.Records - before
+	w.p.c.changelogRead.Add(int64(read))
 	if st.Marker == nil || (hasLocal && st.Marker.Seq < local) {
 		if !hasLocal {
 			return nil // no checkpoint anywhere: a fresh partition
@@ -121,9 +131,9 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 	w.p.c.restores.Add(1)
 	part := strconv.Itoa(w.part)
 	w.p.m.restoreSecs.WithLabelValues(part).Set(time.Since(start).Seconds())
-	w.p.m.restoreRecs.WithLabelValues(part).Set(float64(st.Records))
-	w.log.Info().Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).Bool("local_state", hasLocal).
-		Int("keys", len(st.Bundles)).Int("records", st.Records).Int64("bytes", st.Bytes).Int("ahead", len(w.skip)).
+	w.p.m.restoreRecs.WithLabelValues(part).Set(float64(read))
+	w.log.Info().Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).Bool("local_state", hasLocal).Bool("standby", warm != nil).
+		Int("keys", len(st.Bundles)).Int("records", read).Int64("bytes", st.Bytes).Int("ahead", len(w.skip)).
 		Dur("took", time.Since(start)).Msg("partition state restored from the changelog")
 	return nil
 }

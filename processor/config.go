@@ -293,6 +293,9 @@ func (cfg Config) Validate() error {
 			bad("Changelog", "ReplicationFactor and MinInsyncReplicas must be >= 0 and MaxMessageBytes >= 1024")
 		}
 	}
+	if n := c.Changelog.StandbyReplicas; n < 0 || n > 0 && c.Changelog.Topic == "" {
+		bad("Changelog.StandbyReplicas", "%d: must be >= 0, and needs Changelog.Topic", n)
+	}
 	positive := []struct {
 		name string
 		v    time.Duration

@@ -20,6 +20,7 @@ type metrics struct {
 	kernelWeight  *prometheus.GaugeVec
 	restoreSecs   *prometheus.GaugeVec
 	restoreRecs   *prometheus.GaugeVec
+	standbyLag    *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 		restoreRecs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "kernelstream", Name: "changelog_restore_records",
 			Help: "Changelog records read by the partition's last restore.",
+		}, []string{"partition"}),
+		standbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "changelog_standby_lag_records",
+			Help: "Changelog records not yet read by this member's standby copy of the partition.",
 		}, []string{"partition"}),
 	}
 	if reg == nil {
@@ -108,7 +113,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 		}
 		return math.Float64frombits(c.lossBits.Load()) / float64(n)
 	}))
-	reg.MustRegister(m.latency, m.checkpointDur, m.lag, m.onDisk, m.kernelWeight, m.restoreSecs, m.restoreRecs)
+	reg.MustRegister(m.latency, m.checkpointDur, m.lag, m.onDisk, m.kernelWeight, m.restoreSecs, m.restoreRecs, m.standbyLag)
 	return m
 }
 

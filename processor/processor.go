@@ -45,6 +45,9 @@ type Processor struct {
 
 	staged atomic.Int64  // checkpoints that took the staged path (tests)
 	clw    *kafka.Writer // changelog writer (nil without a changelog)
+
+	sbMu     sync.Mutex
+	standbys map[int]*standbyCopy // warm copies of changelog partitions (standby.go)
 }
 
 // New validates cfg, applies the defaults and registers the metrics. It does
@@ -193,6 +196,17 @@ func (p *Processor) Run(ctx context.Context) error {
 	if cfg.LabelsTopic != "" {
 		topics = append(topics, cfg.LabelsTopic)
 	}
+	groupTopics := topics
+	if n := cfg.Changelog.StandbyReplicas; n > 0 {
+		// Standby tasks are assignments of the changelog topic.
+		groupTopics = append(append([]string(nil), topics...), cfg.Changelog.Topic)
+		for _, b := range cfg.GroupBalancers {
+			if s, ok := b.(interface{ SetStandby(string, int) }); ok {
+				s.SetStandby(cfg.Changelog.Topic, n)
+			}
+		}
+		defer p.stopStandbys()
+	}
 	// Tell a sticky balancer which partitions' state is on this disk: those
 	// of the last generation this member took part in.
 	if held, err := store.Held(); err == nil && len(held) > 0 {
@@ -215,7 +229,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		balancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}}
 	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: cfg.Group, Brokers: cfg.Brokers, Dialer: cfg.Dialer, Topics: topics,
+		ID: cfg.Group, Brokers: cfg.Brokers, Dialer: cfg.Dialer, Topics: groupTopics,
 		GroupBalancers: balancers, HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
 		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: 200 * time.Millisecond, StartOffset: start,
 		Timeout:     5 * time.Second,
@@ -304,6 +318,16 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 	}
 	if err := store.SetHeld(ids); err != nil {
 		return fmt.Errorf("%w: %w", errStoreFailed, err)
+	}
+	if cfg.Changelog.StandbyReplicas > 0 {
+		var standby []int
+		for _, a := range gen.Assignments[cfg.Changelog.Topic] {
+			standby = append(standby, a.ID)
+		}
+		if len(standby) > 0 {
+			p.log.Info().Int32("generation", gen.ID).Ints("partitions", standby).Msg("standby")
+		}
+		p.syncStandbys(standby, ids)
 	}
 
 	result := make(chan error, 1)

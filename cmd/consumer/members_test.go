@@ -340,7 +340,12 @@ type memberView struct {
 	partitions []int
 }
 
-func (g groupView) stable(members int) bool {
+// stable reports a Stable group of that many members that together hold
+// every partition of an 8-partition topic (membersPartitions).
+func (g groupView) stable(members int) bool { return g.stableOn(members, membersPartitions) }
+
+// stableOn is stable for a topic of partitions partitions.
+func (g groupView) stableOn(members, partitions int) bool {
 	if g.state != "Stable" || len(g.members) != members {
 		return false
 	}
@@ -353,7 +358,7 @@ func (g groupView) stable(members int) bool {
 			seen[p] = true
 		}
 	}
-	return len(seen) == membersPartitions
+	return len(seen) == partitions
 }
 
 func (g groupView) String() string {
@@ -409,6 +414,8 @@ type restoreEvent struct {
 	GroupOffset int64  `json:"group_offset"`
 	Checkpoint  bool   `json:"checkpoint"`
 	LocalState  bool   `json:"local_state"` // changelog restores: over an older local checkpoint
+	Standby     bool   `json:"standby"`     // changelog restores: from this member's warm copy
+	Records     int    `json:"records"`     // changelog restores: records read
 }
 
 // changelogRestored is the engine's log line for a partition whose state
