@@ -27,7 +27,7 @@ const (
 	membersPartitions = 8
 	membersFeatures   = 15000 // + 15000 delayed labels
 	membersKeys       = 32
-	membersRate       = 1500 // records/s: the stream lasts about 20 s, so members change mid-stream
+	membersRate       = 2200 // records/s: the stream lasts about 14 s, so members change mid-stream
 )
 
 // TestMembersJoinAndLeave runs the consumer group as separate processes, each

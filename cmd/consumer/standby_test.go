@@ -16,8 +16,8 @@ import (
 
 const (
 	standbyPartitions = 4
-	standbyFeatures   = 8000 // + 8000 delayed labels
-	standbyRate       = 2000 // records/s: the stream lasts about 8 s
+	standbyFeatures   = 5000 // + 5000 delayed labels
+	standbyRate       = 2000 // records/s: the stream lasts about 5 s
 )
 
 // TestStandbyFailover: two members with changelog.standby_replicas 1 while a
