@@ -28,8 +28,10 @@ const changelogFeatures = 20000 // + 20000 delayed labels
 // directory is deleted and the input topic is trimmed (DeleteRecords) to the
 // group's committed offsets, as retention would. Everything the restarted
 // member knows comes from the changelog topic. At the end every learner's
-// state bytes equal an uninterrupted run's and every input id has a
-// prediction. (kfake never expires a member killed while its JoinGroup or
+// state bytes equal an uninterrupted run's, every input id has a
+// prediction, and every prediction, re-emitted ones included, equals the
+// uninterrupted run's (whose outputs TestOutputEqualsEvalDump ties to eval
+// -key -dump). (kfake never expires a member killed while its JoinGroup or
 // SyncGroup reply is in flight, so every kill waits until the member is in
 // a generation: waitInGeneration.)
 func TestChangelogSurvivesDiskLossAndRetention(t *testing.T) {
@@ -109,6 +111,7 @@ func TestChangelogSurvivesDiskLossAndRetention(t *testing.T) {
 	}
 	ref := compareLearnerStates(t, refDir, clDir, crashKeys)
 	outputs, distinct, inputs := checkPredicted(ctx, t, b.Addrs(), "out-cl", inputIDs)
+	checkSamePredictions(ctx, t, b.Addrs(), "out-ref", "out-cl")
 	restores := len(restoreEventsMatching(t, log, changelogRestored))
 	if restores == 0 {
 		t.Error("no partition was restored from the changelog")

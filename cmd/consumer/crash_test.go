@@ -137,6 +137,54 @@ func checkPredicted(ctx context.Context, t *testing.T, addrs []string, topic str
 	return len(msgs), len(seen), inputs
 }
 
+// checkSamePredictions fails the test for every output record of topic
+// whose y_hat differs from the reference topic's for the same key and id:
+// a re-emitted or restored prediction must be the one the uninterrupted run
+// made (which TestOutputEqualsEvalDump compares with eval -key -dump).
+func checkSamePredictions(ctx context.Context, t *testing.T, addrs []string, ref, topic string) {
+	t.Helper()
+	read := func(topic string) []struct {
+		ID   string  `json:"id"`
+		Key  string  `json:"key"`
+		YHat float64 `json:"y_hat"`
+	} {
+		msgs, err := broker.ReadAll(ctx, addrs, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]struct {
+			ID   string  `json:"id"`
+			Key  string  `json:"key"`
+			YHat float64 `json:"y_hat"`
+		}, len(msgs))
+		for i, m := range msgs {
+			if err := json.Unmarshal(m.Value, &out[i]); err != nil {
+				t.Fatalf("%s: output %s: %v", topic, m.Value, err)
+			}
+		}
+		return out
+	}
+	want := map[string]float64{}
+	for _, o := range read(ref) {
+		want[o.Key+"/"+o.ID] = o.YHat
+	}
+	if len(want) == 0 {
+		t.Fatalf("the reference topic %s is empty", ref)
+	}
+	bad := 0
+	for _, o := range read(topic) {
+		if w, ok := want[o.Key+"/"+o.ID]; !ok || w != o.YHat {
+			if bad < 5 {
+				t.Errorf("%s %s/%s: y_hat %v, the uninterrupted run's %v (present %v)", topic, o.Key, o.ID, o.YHat, w, ok)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d predictions differ from the uninterrupted run's", bad)
+	}
+}
+
 // runReference starts the uninterrupted run of a crash test on cfg and, in
 // the background, waits for it (wait) and stops it: it must exit 0 within
 // crashGrace of SIGTERM. The channel closes when that is done.
