@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/broker"
 )
 
 // countJoins counts JoinGroup requests the cluster receives.
@@ -44,21 +45,26 @@ func runToError(t *testing.T, cfg Config) error {
 	return err
 }
 
-// TestStartupTopicChecks: a missing topic or labels not co-partitioned with
-// the input is refused before joining, with an error naming the topic.
+// TestStartupTopicChecks: a missing topic, labels not co-partitioned with
+// the input or a changelog topic of another partition count (its cleanup
+// policy is checked in package changelog) is refused before joining, with
+// an error naming the topic, and nothing is written to the changelog.
 func TestStartupTopicChecks(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		opts   []kfake.Opt
-		labels bool
-		want   string
+		name      string
+		opts      []kfake.Opt
+		labels    bool
+		changelog bool
+		want      string
 	}{
-		{"missing DLQ", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut)}, false, `DLQTopic "dlq" does not exist`},
-		{"missing output", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tDLQ)}, false, `OutputTopic "out" does not exist`},
-		{"missing labels", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ)}, true, `LabelsTopic "labels" does not exist`},
-		{"labels not co-partitioned", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.SeedTopics(2, tLabels)}, true,
+		{"missing DLQ", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut)}, false, false, `DLQTopic "dlq" does not exist`},
+		{"missing output", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tDLQ)}, false, false, `OutputTopic "out" does not exist`},
+		{"missing labels", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ)}, true, false, `LabelsTopic "labels" does not exist`},
+		{"labels not co-partitioned", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.SeedTopics(2, tLabels)}, true, false,
 			`LabelsTopic "labels" has 2 partitions, InputTopic "in" has 3`},
+		{"changelog of another partition count", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.SeedTopics(2, "cl")}, false, true,
+			"cl has 2 partitions, the input has 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -72,12 +78,21 @@ func TestStartupTopicChecks(t *testing.T) {
 			if tc.labels {
 				cfg.LabelsTopic = tLabels
 			}
+			if tc.changelog {
+				cfg.Changelog.Topic = "cl"
+			}
 			err = runToError(t, cfg)
 			if !errors.Is(err, ErrClusterMismatch) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run: %v, want ErrClusterMismatch with %q", err, tc.want)
 			}
 			if n := joins.Load(); n != 0 {
 				t.Errorf("%d JoinGroup requests before refusing", n)
+			}
+			if tc.changelog {
+				msgs, err := broker.ReadAll(context.Background(), c.ListenAddrs(), "cl")
+				if err != nil || len(msgs) != 0 {
+					t.Errorf("changelog topic after the refusal: %d records, %v", len(msgs), err)
+				}
 			}
 		})
 	}
