@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync/atomic"
+	"time"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/models"
@@ -100,6 +101,21 @@ type learnerCache struct {
 	stored  hashSet
 	seed    maphash.Seed
 	skipped int64 // reads skipped for keys never stored
+
+	// Lookups since the last flushLookups, by where the learner came from
+	// (plain fields: the cache is its worker's alone; the counters of the
+	// whole process get them at each snapshot, so the hot path pays no
+	// atomic operation).
+	look lookups
+}
+
+// lookups counts learner lookups by outcome.
+type lookups struct {
+	hits      int64 // in memory
+	held      int64 // an evicted, in-flight or restored blob decoded
+	reads     int64 // read from Badger (found or not)
+	readNanos int64 // time spent in those reads
+	fresh     int64 // never stored: a new learner without a read
 }
 
 func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global, disk *atomic.Int64) *learnerCache {
@@ -140,6 +156,7 @@ func (c *learnerCache) setOnDisk(n int) {
 func (c *learnerCache) get(key []byte) (*slot, error) {
 	if s, ok := c.live[string(key)]; ok {
 		c.lru.moveToFront(s)
+		c.look.hits++
 		return s, nil
 	}
 	k := string(key)
@@ -175,15 +192,20 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		s.dirty = true
 		s.stored = !c.fresh[k]
 		delete(c.fresh, k)
+		c.look.held++
 	case c.mayBeStored(key):
 		// Decoded straight from Badger's buffer: no copy of the blob.
+		start := time.Now()
 		ok, err := c.store.ReadLearner(c.part, key, func(blob []byte) error { return c.decode(s, blob) })
+		c.look.reads++
+		c.look.readNanos += int64(time.Since(start))
 		if err != nil {
 			return nil, err
 		}
 		s.stored = ok
 	default:
 		c.skipped++
+		c.look.fresh++
 	}
 	c.lru.pushFront(s)
 	c.live[k] = s
@@ -266,6 +288,18 @@ func (c *learnerCache) value(k string) ([]byte, error) {
 	}
 	b, _, err := c.store.Learner(c.part, []byte(k))
 	return b, err
+}
+
+// flushLookups adds the lookups counted since the last call to the
+// process's counters.
+func (c *learnerCache) flushLookups(to *counters) {
+	l := c.look
+	to.cacheHits.Add(l.hits)
+	to.cacheHeld.Add(l.held)
+	to.cacheReads.Add(l.reads)
+	to.cacheReadNanos.Add(l.readNanos)
+	to.cacheFresh.Add(l.fresh)
+	c.look = lookups{}
 }
 
 // snapshot returns the learner operations of a checkpoint (the held blobs

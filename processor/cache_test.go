@@ -85,6 +85,18 @@ func TestCacheStoredKeys(t *testing.T) {
 	if c.skipped != 30 {
 		t.Fatalf("skipped %d reads, want 30", c.skipped)
 	}
+	// 90 lookups: 30 new keys, the second visit's get read back from Badger
+	// (committed) or from held blobs (abandoned), its touch a hit.
+	if l := c.look; l.hits+l.held+l.reads+l.fresh != 90 || l.fresh != 30 || l.hits < 30 || l.reads == 0 || l.held == 0 || l.readNanos <= 0 {
+		t.Fatalf("lookups %+v", l)
+	}
+	var cs counters
+	l := c.look
+	c.flushLookups(&cs)
+	if cs.cacheHits.Load() != l.hits || cs.cacheHeld.Load() != l.held || cs.cacheReads.Load() != l.reads ||
+		cs.cacheReadNanos.Load() != l.readNanos || cs.cacheFresh.Load() != l.fresh || c.look != (lookups{}) {
+		t.Fatalf("flushLookups: counters %d/%d/%d/%d, cache left %+v", cs.cacheHits.Load(), cs.cacheHeld.Load(), cs.cacheReads.Load(), cs.cacheFresh.Load(), c.look)
+	}
 	commit(c)
 	want := map[string][]byte{}
 	for k, s := range c.live {

@@ -75,6 +75,7 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 	}
 	w.skip = nil
 	w.ckptSeq++
+	w.cache.flushLookups(&w.p.c)
 	learners, fresh, err := w.cache.snapshot()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errStoreFailed, err)

@@ -98,6 +98,11 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counter("changelog_bytes_total", "Value bytes written to the changelog topic.", func() float64 { return float64(c.changelogBytes.Load()) })
 	counter("changelog_restored_records_total", "Changelog records read by partition restores.", func() float64 { return float64(c.changelogRead.Load()) })
 	counter("keys_erased_total", "Keys whose learner and pending entries were deleted on request (delete records).", func() float64 { return float64(c.erased.Load()) })
+	counter("learner_memory_hits_total", "Learner lookups answered from memory (learners in use, evicted ones not yet written, restored ones), counted at each checkpoint.",
+		func() float64 { return float64(c.cacheHits.Load() + c.cacheHeld.Load()) })
+	counter("learner_store_reads_total", "Learner lookups that read Badger (a learner not in memory), counted at each checkpoint.", func() float64 { return float64(c.cacheReads.Load()) })
+	counter("learner_store_read_seconds_total", "Time spent in those reads: divided by learner_store_reads_total, the cost of a miss.", func() float64 { return float64(c.cacheReadNanos.Load()) / 1e9 })
+	counter("learners_created_total", "Lookups of keys never stored: a new learner, no read.", func() float64 { return float64(c.cacheFresh.Load()) })
 	counter("keys_expired_total", "Idle keys whose learner and pending entries expired (state.key_ttl).", func() float64 { return float64(c.keysExpired.Load()) })
 	counter("changelog_restores_total", "Partitions whose state was restored from the changelog.", func() float64 { return float64(c.restores.Load()) })
 	gauge("learners_in_memory", "Learner objects held in memory.", func() float64 { return float64(c.inMemory.Load()) })

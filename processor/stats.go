@@ -110,6 +110,8 @@ type counters struct {
 	restores         atomic.Int64 // partitions restored from the changelog
 	erased           atomic.Int64 // keys deleted on request
 	keysExpired      atomic.Int64 // idle keys expired (KeyTTL)
+	// learner lookups (learnerCache.lookups), flushed at each snapshot
+	cacheHits, cacheHeld, cacheReads, cacheReadNanos, cacheFresh atomic.Int64
 }
 
 // Expiry causes of pending entries.

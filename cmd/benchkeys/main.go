@@ -151,12 +151,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d records with inline labels per run, model %s, cache.max_learners %d, %d CPUs, load average at the end: %s\n\n",
 		o.partitions, o.records, o.model, o.maxLearners, runtime.NumCPU(), strings.TrimSpace(string(load)))
-	fmt.Fprintln(stdout, "| distinct keys | records/s | consumer CPU s | CPU µs/record | peak RSS (VmHWM) | RSS at end | learners in memory | learners on disk | checkpoints (mean ms) | Badger dir |")
-	fmt.Fprintln(stdout, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(stdout, "| distinct keys | records/s | consumer CPU s | CPU µs/record | peak RSS (VmHWM) | RSS at end | learners in memory | learners on disk | checkpoints (mean ms) | Badger dir | memory hits | store reads (µs each) | new learners |")
+	fmt.Fprintln(stdout, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "| %d | %.0f | %.1f | %.0f | %s | %s | %.0f | %.0f | %.0f (%.1f) | %s |\n",
+		missCost := 0.0
+		if r.reads > 0 {
+			missCost = 1e6 * r.readSecs / r.reads
+		}
+		fmt.Fprintf(stdout, "| %d | %.0f | %.1f | %.0f | %s | %s | %.0f | %.0f | %.0f (%.1f) | %s | %.0f | %.0f (%.1f) | %.0f |\n",
 			r.keys, r.rate, r.cpu, 1e6*r.cpu/float64(o.records), mib(r.hwm), mib(r.rssEnd), r.inMemory, r.onDisk,
-			r.checkpoints, 1000*r.ckptMean, mib(r.diskBytes))
+			r.checkpoints, 1000*r.ckptMean, mib(r.diskBytes), r.hits, r.reads, missCost, r.created)
 	}
 	if len(rows) >= 2 && rows[len(rows)-1].rate > 0 {
 		big, small := rows[0], rows[len(rows)-1]
@@ -173,6 +177,8 @@ type result struct {
 	inMemory, onDisk      float64
 	checkpoints, ckptMean float64
 	diskBytes             int64
+	hits, reads, created  float64 // learner lookups: from memory, from Badger, new keys
+	readSecs              float64 // time in the Badger reads
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
@@ -293,6 +299,10 @@ log:
 			return res, fmt.Errorf("%d of %d outputs after %v; see %s", count, total, o.limit, logf.Name())
 		}
 	}
+	res.hits = metricSum(finalMetric, "kernelstream_learner_memory_hits_total")
+	res.reads = metricSum(finalMetric, "kernelstream_learner_store_reads_total")
+	res.readSecs = metricSum(finalMetric, "kernelstream_learner_store_read_seconds_total")
+	res.created = metricSum(finalMetric, "kernelstream_learners_created_total")
 	res.inMemory = metricSum(finalMetric, "kernelstream_learners_in_memory")
 	res.onDisk = metricSum(finalMetric, "kernelstream_learners_on_disk")
 	res.checkpoints = metricSum(finalMetric, "kernelstream_checkpoint_duration_seconds_count")
