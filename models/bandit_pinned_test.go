@@ -2,6 +2,7 @@ package models
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -91,7 +92,7 @@ func pinnedReward(x []float64) float64 { return math.Sin(2*x[0]) + 0.5*x[1] }
 func TestGPUCBRadiusMatchesDenseReference(t *testing.T) {
 	const sigma, xi, lambda, delta, F = 0.7, 0.2, 0.05, 0.1, 1.5
 	k := denseGauss(sigma)
-	g := newBandit(t, gaussianSpec("gp-ucb", 2, sigma, map[string]any{"xi": xi, "lambda": lambda, "delta": delta, "F": F}), "pin")
+	g := newBandit(t, gaussianSpec("gp-ucb", 2, sigma, map[string]any{"xi": xi, "lambda": lambda, "delta": delta, "F": F, "radius": "theory"}), "pin")
 	var xs [][]float64
 	var ys []float64
 	for round := 0; round < 10; round++ {
@@ -156,7 +157,7 @@ type bkbDense struct {
 func newBKBDense(t *testing.T, b *bkb, k func(x, y []float64) float64, lambda float64) *bkbDense {
 	t.Helper()
 	d := &bkbDense{k: k, lambda: lambda}
-	for _, slot := range b.cur.sel {
+	for _, slot := range b.dict {
 		d.s = append(d.s, b.point(slot))
 	}
 	m := len(d.s)
@@ -204,15 +205,15 @@ func (d *bkbDense) post(x []float64) (mu, s2 float64) {
 // arm's Mean, Std = sqrt(lambda sigma~^2) and UCB = Mean + beta~_t/sqrt(lambda)
 // Std equal the dense posterior of BKB's own dictionary, with beta~_t =
 // 2 xi sqrt(alpha max(log(kappa^2 t), 1) sum_s sigma~_t^2(x~_s) + log(1/delta))
-// + (1 + 1/sqrt(1-eps)) sqrt(lambda) F, alpha = (1+eps)/(1-eps); and after
-// every pull each distinct point's inclusion probability is 1 - (1 - p)^c
-// with p = min(1, qbar sigma~_t^2) under the posterior before the pull and c
-// its count after it (a new point: c = 1).
+// + (1 + 1/sqrt(1-eps)) sqrt(lambda) F, alpha = (1+eps)/(1-eps); and at
+// every pull the coupled resampling keeps exactly the points whose smallest
+// uniform is at most p = min(1, qbar sigma~_t^2) under the posterior before
+// the pull (the pulled arm included, with this pull's uniform).
 func TestBKBRadiusAndInclusionMatchDenseReference(t *testing.T) {
 	const sigma, xi, lambda, delta, F, eps, qbar = 0.7, 0.2, 0.05, 0.1, 1.5, 0.5, 2.0
 	k := denseGauss(sigma)
 	b := newBandit(t, gaussianSpec("bkb", 2, sigma, map[string]any{"xi": xi, "lambda": lambda, "delta": delta, "F": F,
-		"eps": eps, "qbar": qbar}), "pin").(*bkb)
+		"eps": eps, "qbar": qbar, "radius": "theory"}), "pin").(*bkb)
 	below := 0 // inclusion probabilities below 1 seen (the test needs some)
 	for round := 0; round < 14; round++ {
 		d := b.Choose(pinnedArms)
@@ -237,29 +238,38 @@ func TestBKBRadiusAndInclusionMatchDenseReference(t *testing.T) {
 		slot := b.slotOf(x)
 		// What resampling must use: the posterior before the pull.
 		var want []float64
-		for i, c := range b.cnt {
-			if i == slot {
-				c++
-			}
-			_, s2 := ref.post(b.point(i))
-			want = append(want, 1-math.Pow(1-math.Min(1, qbar*math.Max(s2, 0)), float64(c)))
+		for _, s := range b.dict {
+			_, s2 := ref.post(b.point(s))
+			want = append(want, math.Min(1, qbar*math.Max(s2, 0)))
 		}
-		if slot < 0 {
-			_, s2 := ref.post(x)
-			want = append(want, math.Min(1, qbar*s2))
-		}
+		members := append([]int(nil), b.dict...)
+		_, s2x := ref.post(x)
+		px := math.Min(1, qbar*s2x)
 		if err := b.Observe(x, pinnedReward(x)); err != nil {
 			t.Fatal(err)
 		}
-		if len(b.incl) < len(want) {
-			t.Fatalf("round %d: %d inclusion probabilities, want %d", round, len(b.incl), len(want))
-		}
-		for i, w := range want {
-			if math.Abs(b.incl[i]-w) > 1e-9 {
-				t.Fatalf("round %d: point %d included with probability %g, dense reference %g", round, i, b.incl[i], w)
+		for k, w := range want {
+			if math.Abs(b.prob[k]-w) > 1e-9 {
+				t.Fatalf("round %d: member %d has probability %g, dense reference %g", round, k, b.prob[k], w)
 			}
 			if w < 1 {
 				below++
+			}
+		}
+		inS := func(s int) bool { return slices.Contains(b.dict, s) }
+		kept := 0
+		for k, s := range members {
+			if inS(s) {
+				kept++
+			}
+			if inS(s) != (b.umin[s] <= want[k]) && len(members) > 1 {
+				t.Fatalf("round %d: member %d (u %g, p %g) kept %v", round, k, b.umin[s], want[k], inS(s))
+			}
+		}
+		if slot < 0 {
+			slot = b.slotOf(x)
+			if !slices.Contains(members, slot) && inS(slot) != (b.umin[slot] <= px) && len(members) > 0 {
+				t.Fatalf("round %d: pulled arm (u %g, p %g) in S %v", round, b.umin[slot], px, inS(slot))
 			}
 		}
 	}

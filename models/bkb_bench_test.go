@@ -5,24 +5,25 @@ import (
 	"testing"
 )
 
-// benchBKB returns a BKB whose dictionary holds m inducing points (qbar is
-// huge, so every pulled point stays in S and the size is stable), warmed up
-// past its first epochs so that every buffer has reached its steady size.
-func benchBKB(b *testing.B, m int) (*bkb, [][]float64) {
-	spec := gaussianSpec("bkb", 5, 1, map[string]any{"xi": 0.1, "beta": 2, "qbar": 1e9, "max_budget": 4096})
+// benchBKB returns a BKB with m inducing points among u stored arms (qbar is
+// huge, so every p is 1 and no member leaves by resampling; max_budget = m
+// holds |S| at m), warmed up past its refreshes so that every buffer has
+// reached its steady size.
+func benchBKB(b *testing.B, m, u int) (*bkb, [][]float64) {
+	spec := gaussianSpec("bkb", 5, 1, map[string]any{"beta": 0.5, "qbar": 1e9, "max_budget": m})
 	l := newBandit(b, spec, "bench").(*bkb)
 	r := NewRand(uint64(m))
-	pts := testArms(r, m, 5)
+	pts := testArms(r, u, 5)
 	for _, x := range pts {
 		if err := l.Observe(x, testReward(x, r)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if l.Size() != m {
-		b.Fatalf("dictionary %d, want %d", l.Size(), m)
+	if l.Size() != m || len(l.cnt) != u {
+		b.Fatalf("dictionary %d of %d arms, want %d of %d", l.Size(), len(l.cnt), m, u)
 	}
-	for i := 0; i < 3*bkbDefaultRefresh; i++ {
-		x := pts[i%m]
+	for i := 0; i < 2*bkbDefaultRefresh; i++ {
+		x := l.point(l.dict[i%m])
 		if err := l.Observe(x, testReward(x, r)); err != nil {
 			b.Fatal(err)
 		}
@@ -30,47 +31,43 @@ func benchBKB(b *testing.B, m int) (*bkb, [][]float64) {
 	return l, pts
 }
 
-var benchSizes = []int{16, 64, 256}
-
-// BenchmarkBKBDecision: Choose over a new set of 100 candidate arms (the
-// consumer's case: each request brings its own candidates), so every call
-// embeds all 100 arms: O(A m (m + d) + A k m).
-func BenchmarkBKBDecision(b *testing.B) {
-	for _, m := range benchSizes {
-		b.Run(fmt.Sprintf("m=%d", m), func(b *testing.B) {
-			l, _ := benchBKB(b, m)
-			r := NewRand(99)
-			sets := [2][][]float64{testArms(r, 100, 5), testArms(r, 100, 5)}
-			l.Choose(sets[0])
-			l.Choose(sets[1])
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				l.Choose(sets[i&1])
-			}
-		})
+// BenchmarkBKBChoose: Choose over a new set of A candidates (each request
+// brings its own, as from a retrieval stage), so every call embeds all of
+// them: O(A m (m + d)), independent of t.
+func BenchmarkBKBChoose(b *testing.B) {
+	for _, m := range []int{16, 64, 128} {
+		for _, a := range []int{20, 100} {
+			b.Run(fmt.Sprintf("m=%d/A=%d", m, a), func(b *testing.B) {
+				l, _ := benchBKB(b, m, 2*m)
+				r := NewRand(99)
+				sets := [2][][]float64{testArms(r, a, 5), testArms(r, a, 5)}
+				l.Choose(sets[0])
+				l.Choose(sets[1])
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					l.Choose(sets[i&1])
+				}
+			})
+		}
 	}
 }
 
-// BenchmarkBKBStep: one bandit round on a fixed set of 100 arms: Choose
-// (bringing the arms' memo up to date) then Observe of a pulled arm while S
-// does not change: the incremental path, with the rebuild every `refresh`
-// (128) pulls amortized in.
-func BenchmarkBKBStep(b *testing.B) {
-	for _, m := range benchSizes {
+// BenchmarkBKBObserve: the reward of a pulled arm while S does not change:
+// rank-one updates of L_V, the members' variances and the arm memo
+// (A = 100), O(m^2 + A m), the O(m^3) refresh every 128 pulls amortized in.
+func BenchmarkBKBObserve(b *testing.B) {
+	for _, m := range []int{16, 64, 128} {
 		b.Run(fmt.Sprintf("m=%d", m), func(b *testing.B) {
-			l, pts := benchBKB(b, m)
-			r := NewRand(7)
-			arms := testArms(r, 100, 5)
-			for i := 0; i < 2*bkbDefaultRefresh; i++ {
-				l.Choose(arms)
-				_ = l.Observe(pts[i%m], 0.5)
-			}
+			l, _ := benchBKB(b, m, 2*m)
+			arms := testArms(NewRand(5), 100, 5)
+			l.Choose(arms)
+			r := NewRand(3)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				l.Choose(arms)
-				if err := l.Observe(pts[i%m], 0.5); err != nil {
+				x := l.point(l.dict[i%m])
+				if err := l.Observe(x, testReward(x, r)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -78,27 +75,26 @@ func BenchmarkBKBStep(b *testing.B) {
 	}
 }
 
-// BenchmarkBKBRebuild: the full posterior rebuild paid when S changes or a
-// new distinct arm is pulled: O(U m (m + d) + m^3), here U = m.
-func BenchmarkBKBRebuild(b *testing.B) {
-	// Sizes stop at 128: a 256 rebuild takes ~0.1 s, too long for `make bench`'s 2000x.
+// BenchmarkBKBSwap: S changes: a member leaves (Givens deletion, O(m^2)) and
+// a stored arm joins (bordered factors and one kernel row over the U stored
+// arms, O(U m)). No O(m^3) rebuild.
+func BenchmarkBKBSwap(b *testing.B) {
 	for _, m := range []int{16, 64, 128} {
-		b.Run(fmt.Sprintf("m=%d", m), func(b *testing.B) {
-			l, _ := benchBKB(b, m)
-			// Fold the pending pulls as Observe does before a rebuild.
-			l.cnt0 = append(l.cnt0[:0], l.cnt...)
-			l.ysum0 = append(l.ysum0[:0], l.ysum...)
-			l.dict0 = append(l.dict0[:0], l.dict...)
-			l.logSlot, l.logY, l.logAdd = l.logSlot[:0], l.logY[:0], l.logAdd[:0]
-			l.rebuild(l.spare)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if !l.rebuild(l.spare) {
-					b.Fatal("rebuild failed")
+		for _, u := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("m=%d/U=%d", m, u), func(b *testing.B) {
+				l, _ := benchBKB(b, m, u)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					s := l.dict[0]
+					l.removeMember(0)
+					l.addMember(s)
 				}
-			}
-		})
+				if l.Size() != m {
+					b.Fatalf("dictionary %d, want %d", l.Size(), m)
+				}
+			})
+		}
 	}
 }
 

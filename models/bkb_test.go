@@ -1,7 +1,9 @@
 package models
 
 import (
+	"bytes"
 	"math"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -87,7 +89,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 			if i%50 != 49 {
 				continue
 			}
-			sel, u := b.cur.sel, len(b.cnt)
+			sel, u := b.dict, len(b.cnt)
 			m := len(sel)
 			kss := mat.NewSymDense(m, nil)
 			ksu := mat.NewDense(m, u, nil)
@@ -191,13 +193,13 @@ func TestBKBCaps(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		x := arms[i%20]
 		if i%3 == 0 {
-			x = arms[0] // arm 0 is the most pulled: never evicted
+			x = arms[0] // arm 0 is pulled every third round: never the least recent
 		}
 		if err := b.Observe(x, testReward(x, r)); err != nil {
 			t.Fatal(err)
 		}
 		if len(b.cnt) > 5 || len(b.dict) > 3 || b.Size() > 3 {
-			t.Fatalf("step %d: %d points, |S| = %d, size %d", i, len(b.cnt0), len(b.dict), b.Size())
+			t.Fatalf("step %d: %d points, |S| = %d, size %d", i, len(b.cnt), len(b.dict), b.Size())
 		}
 	}
 	if b.slotOf(arms[0]) < 0 {
@@ -211,57 +213,149 @@ func TestBKBCaps(t *testing.T) {
 // TestBKBRejectsInconsistentBlobs: blobs with a valid frame and checksum but
 // contents no BKB could have written are refused, leaving the learner as it was.
 func TestBKBRejectsInconsistentBlobs(t *testing.T) {
-	type blob struct {
-		t       int
-		pts     []float64
-		cnt0    []int
-		ysum0   []float64
-		dict0   []int
-		logSlot []int
-		logY    []float64
-		adds    []int
-	}
-	good := blob{t: 3, pts: []float64{0, 0, 1, 1}, cnt0: []int{2}, ysum0: []float64{1}, dict0: []int{0},
-		logSlot: []int{1}, logY: []float64{0.5}, adds: []int{1}}
-	write := func(v blob) []byte {
-		w := NewStateWriter(nil, "bkb", bkbStateVersion)
-		w.Int(2)
-		w.Int(v.t)
-		w.Floats(v.pts)
-		w.Ints(v.cnt0)
-		w.Floats(v.ysum0)
-		w.Ints(v.dict0)
-		w.Ints(v.logSlot)
-		w.Floats(v.logY)
-		w.Ints(v.adds)
-		w.Rand(NewRand(1))
-		return w.Finish()
-	}
 	spec := gaussianSpec("bkb", 2, 1, map[string]any{"xi": 0.1})
-	if err := newBandit(t, spec, "k").UnmarshalBinary(write(good)); err != nil {
+	r := NewRand(4)
+	arms := testArms(r, 6, 2)
+	src := newBandit(t, spec, "k").(*bkb)
+	playBandit(t, src, arms, 12, r)
+	good, _ := src.MarshalBinary()
+	if err := newBandit(t, spec, "k").UnmarshalBinary(good); err != nil {
 		t.Fatalf("consistent blob refused: %v", err)
 	}
-	bad := map[string]func(*blob){
-		"dict out of range":    func(v *blob) { v.dict0 = []int{1} },
-		"zero count":           func(v *blob) { v.cnt0 = []int{0} },
-		"t below the counts":   func(v *blob) { v.t = 2 },
-		"log skips a slot":     func(v *blob) { v.logSlot = []int{2} },
-		"add on an old point":  func(v *blob) { v.logSlot, v.pts = []int{0}, v.pts[:2] },
-		"points without pulls": func(v *blob) { v.pts = append(v.pts, 3, 3) },
-		"non-finite reward":    func(v *blob) { v.logY = []float64{math.Inf(1)} },
-		"short sums":           func(v *blob) { v.ysum0 = nil },
+	bad := map[string]func(*bkb){
+		"dict out of range":     func(v *bkb) { v.dict[0] = len(v.cnt) },
+		"dict repeats a slot":   func(v *bkb) { v.dict = append(v.dict, v.dict[0]) },
+		"zero count":            func(v *bkb) { v.cnt[0] = 0 },
+		"t below the counts":    func(v *bkb) { v.t = 2 },
+		"uniform out of range":  func(v *bkb) { v.umin[0] = 1.5 },
+		"points without counts": func(v *bkb) { v.pts = append(v.pts, 3, 3) },
+		"duplicate arm":         func(v *bkb) { copy(v.point(1), v.point(0)) },
+		"non-finite sum":        func(v *bkb) { v.ysum[0] = math.Inf(1) },
+		"short factor":          func(v *bkb) { v.lv.Data = v.lv.Data[:len(v.lv.Data)-1] },
+		"negative pivot":        func(v *bkb) { v.ls.Data[0] = -v.ls.Data[0] },
+		"non-finite variance":   func(v *bkb) { v.qs[0] = math.NaN() },
 	}
 	for name, mutate := range bad {
-		v := good
-		mutate(&v)
+		v := newBandit(t, spec, "k").(*bkb)
+		if err := v.UnmarshalBinary(good); err != nil {
+			t.Fatal(err)
+		}
+		mutate(v)
+		blob, _ := v.MarshalBinary()
 		l := newBandit(t, spec, "k")
 		before, _ := l.MarshalBinary()
-		if err := l.UnmarshalBinary(write(v)); err == nil {
+		if err := l.UnmarshalBinary(blob); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 		after, _ := l.MarshalBinary()
 		if string(before) != string(after) {
 			t.Errorf("%s: refused blob changed the learner", name)
+		}
+	}
+}
+
+// playFresh plays n rounds of a fresh-candidate bandit: a new set of a arms
+// every round (a recommender's retrieval stage), reward testReward.
+func playFresh(t testing.TB, b Bandit, dim, a, n int, r *Rand) []Decision {
+	t.Helper()
+	arms := make([][]float64, a)
+	for i := range arms {
+		arms[i] = make([]float64, dim)
+	}
+	var out []Decision
+	for i := 0; i < n; i++ {
+		for _, x := range arms {
+			for j := range x {
+				x[j] = 2*r.Float64() - 1
+			}
+		}
+		d := b.Choose(arms)
+		if err := b.Observe(arms[d.Arm], testReward(arms[d.Arm], r)); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestBKBIncrementalMatchesRecomputed: with fresh candidates S gains and
+// loses points in many rounds and arms are evicted at max_history; the
+// members' variances, tr(V^{-1}) and the sum of variances kept
+// incrementally (rank-one, bordered, Givens and downdate steps) equal their
+// direct recomputation.
+func TestBKBIncrementalMatchesRecomputed(t *testing.T) {
+	for _, params := range []map[string]any{
+		{"qbar": 1, "beta": 0.5},
+		{"qbar": 2, "max_history": 40, "max_budget": 12},
+	} {
+		b := newBandit(t, gaussianSpec("bkb", 3, 1, params), "inc").(*bkb)
+		r := NewRand(8)
+		adds, removes := 0, 0
+		for round := 0; round < 300; round++ {
+			m0 := append([]int(nil), b.dict...)
+			playFresh(t, b, 3, 10, 1, r)
+			for _, s := range b.dict {
+				if !slices.Contains(m0, s) {
+					adds++
+				}
+			}
+			for _, s := range m0 {
+				if !slices.Contains(b.dict, s) {
+					removes++
+				}
+			}
+			if round%7 != 3 {
+				continue
+			}
+			qs, tr := append([]float64(nil), b.qs...), b.trVinv
+			sum := b.sumVariances()
+			b.refreshMembers()
+			for k := range qs {
+				if math.Abs(qs[k]-b.qs[k]) > 1e-8*math.Max(1, b.qs[k]) {
+					t.Fatalf("%v round %d: member %d variance %g, recomputed %g", params, round, k, qs[k], b.qs[k])
+				}
+			}
+			if math.Abs(tr-b.trVinv) > 1e-8*b.trVinv {
+				t.Fatalf("%v round %d: tr(V^-1) %g, recomputed %g", params, round, tr, b.trVinv)
+			}
+			direct := 0.0
+			for i, c := range b.cnt {
+				_, s2 := b.posterior(b.point(i))
+				direct += float64(c) * s2
+			}
+			if math.Abs(sum-direct) > 1e-6*math.Max(1, direct) {
+				t.Fatalf("%v round %d: sum of variances %g, direct %g", params, round, sum, direct)
+			}
+		}
+		if adds < 20 || removes < 10 {
+			t.Fatalf("%v: %d additions, %d removals: the test does not exercise S changing", params, adds, removes)
+		}
+	}
+}
+
+// TestBKBFreshRoundTripExact: with fresh candidates a learner restored at any
+// round makes bit-identical decisions and ends with the same state bytes.
+func TestBKBFreshRoundTripExact(t *testing.T) {
+	spec := gaussianSpec("bkb", 3, 1, map[string]any{"qbar": 2, "max_history": 30})
+	for _, cut := range []int{0, 1, 17, 64} {
+		orig := newBandit(t, spec, "u")
+		r := NewRand(9)
+		playFresh(t, orig, 3, 8, cut, r)
+		blob, _ := orig.MarshalBinary()
+		restored := newBandit(t, spec, "u")
+		if err := restored.UnmarshalBinary(blob); err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		r1, r2 := *r, *r
+		d1 := playFresh(t, orig, 3, 8, 80, &r1)
+		d2 := playFresh(t, restored, 3, 8, 80, &r2)
+		if !slices.Equal(d1, d2) {
+			t.Fatalf("cut %d: decisions differ after the restore", cut)
+		}
+		b1, _ := orig.MarshalBinary()
+		b2, _ := restored.MarshalBinary()
+		if !bytes.Equal(b1, b2) {
+			t.Fatalf("cut %d: final states differ", cut)
 		}
 	}
 }

@@ -63,6 +63,7 @@ const (
 	banditDefaultXi    = 0.5 // rewards in [0,1] (clicks) are 1/2-sub-Gaussian (docs/bandits.md)
 	banditDefaultDelta = 0.1
 	banditDefaultF     = 1
+	banditDefaultBeta  = 1 // constant radius: UCB = mean + beta Std
 )
 
 func init() {
@@ -77,21 +78,28 @@ func init() {
 // banditParams are the confidence-radius hyper-parameters both bandits read.
 type banditParams struct {
 	lambda, xi, delta, F float64
-	beta                 float64 // constant multiplier of Std when fixedBeta
-	fixedBeta            bool
+	beta                 float64 // constant multiplier of Std unless theory
+	theory               bool    // radius "theory": the paper's beta_t
 }
 
+// readBanditParams reads the radius parameters. The default radius is the
+// constant one (UCB = mean + beta Std): the theoretical radii are
+// conservative by design and keep exploring for thousands of rounds
+// (docs/bandits.md measures both); `"radius": "theory"` selects them.
 func readBanditParams(p *Params) banditParams {
 	var b banditParams
-	b.xi = p.Positive("xi", banditDefaultXi)
-	b.lambda = p.Positive("lambda", b.xi*b.xi)
+	b.xi = p.Float("xi", banditDefaultXi, 1e-6, 1e6)
+	b.lambda = p.Float("lambda", b.xi*b.xi, 1e-12, 1e12)
 	b.delta = p.Float("delta", banditDefaultDelta, 1e-12, 1)
 	if b.delta <= 0 || b.delta >= 1 {
 		p.Fail("delta = %v must be in (0, 1)", b.delta)
 	}
 	b.F = p.Float("F", banditDefaultF, 0, 1e12)
-	b.fixedBeta = p.Has("beta")
-	b.beta = p.Float("beta", 0, 0, 1e12)
+	b.theory = p.String("radius", "constant", "constant", "theory") == "theory"
+	if b.theory && p.Has("beta") {
+		p.Fail("beta is the constant radius: it cannot be combined with radius \"theory\"")
+	}
+	b.beta = p.Float("beta", banditDefaultBeta, 0, 1e12)
 	return b
 }
 
@@ -138,7 +146,7 @@ func (g *gpUCB) Size() int { return g.t }
 
 // multiplier is the factor of Std in the UCB (see the file comment).
 func (g *gpUCB) multiplier() float64 {
-	if g.bp.fixedBeta {
+	if !g.bp.theory {
 		return g.bp.beta
 	}
 	beta := math.Sqrt(g.bp.lambda)*g.bp.F + g.bp.xi*math.Sqrt(2*(g.logdet+math.Log(1/g.bp.delta)))
