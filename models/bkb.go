@@ -91,7 +91,7 @@ const (
 // fixed-arm environments).
 const (
 	bkbDefaultQbar       = 2
-	bkbDefaultMaxBudget  = 128
+	bkbDefaultMaxBudget  = 256
 	bkbDefaultMaxHistory = 16384
 	bkbDefaultRefresh    = 128
 )
@@ -191,14 +191,27 @@ func (b *bkb) embed(z, x []float64) float64 {
 	for k, s := range b.dict {
 		kb[k] = b.kern.Eval(b.point(s), x)
 	}
-	b.ls.SolveLower(z[:m], kb)
+	solveLower4(&b.ls, z[:m], kb)
 	return math.Max(b.kern.Diag(x)-linalg.Dot(z[:m], z[:m]), 0) / b.bp.lambda
 }
 
 // embedStored is embed for stored arm i, from the kernel cache.
 func (b *bkb) embedStored(z []float64, i int) {
 	m := b.ls.N
-	b.ls.SolveLower(z[:m], b.ksu[i*b.ksuStride:i*b.ksuStride+m])
+	solveLower4(&b.ls, z[:m], b.ksu[i*b.ksuStride:i*b.ksuStride+m])
+}
+
+// solveLower4 solves L x = y by forward substitution (x may alias y), like
+// linalg.Tri.SolveLower but with the four-accumulator dot4: the solves of
+// the arms' embeddings and variances are most of a bandit round.
+func solveLower4(t *linalg.Tri, x, y []float64) {
+	n := t.N
+	x = x[:n]
+	copy(x, y[:n])
+	for i := 0; i < n; i++ {
+		r := t.Row(i)
+		x[i] = (x[i] - dot4(r[:i], x[:i])) / r[i]
+	}
 }
 
 // kernelRow fills the cache row of stored arm i: k(s, p_i) for s in S.
@@ -228,8 +241,8 @@ func (b *bkb) kernelRoom(m int) {
 // quad returns z'V^{-1}z (u is scratch of len m).
 func (b *bkb) quad(z, u []float64) float64 {
 	m := b.lv.N
-	b.lv.SolveLower(u[:m], z[:m])
-	return linalg.Dot(u[:m], u[:m])
+	solveLower4(&b.lv, u[:m], z[:m])
+	return dot4(u[:m], u[:m])
 }
 
 // posterior returns mu~(x) and sigma~^2(x). O(m (m + d)).

@@ -29,8 +29,7 @@ func (b *bkb) Observe(x []float64, reward float64) error {
 	}
 	// Resampling (coupled): the pulled arm's p under the posterior at t, one
 	// uniform per pull, the members' p from their maintained variances.
-	_, s2x := b.posterior(x)
-	px := math.Min(1, b.qbar*s2x)
+	px := math.Min(1, b.qbar*b.variance(x))
 	u := b.rng.Float64()
 	if slot >= 0 {
 		b.umin[slot] = math.Min(b.umin[slot], u)
@@ -64,6 +63,21 @@ func (b *bkb) Observe(x []float64, reward float64) error {
 		}
 	}
 	return nil
+}
+
+// variance is sigma~_t^2(x): from the arm memo when x is one of its arms
+// (the usual case: the arm just chosen), else computed. O(A d) or O(m^2).
+func (b *bkb) variance(x []float64) float64 {
+	if b.armOK {
+		d := b.dim
+		for j := 0; j < b.nArms; j++ {
+			if equalPoint(b.arms[j*d:(j+1)*d], x) {
+				return b.ares[j] + math.Max(b.aq[j], 0)
+			}
+		}
+	}
+	_, s2 := b.posterior(x)
+	return s2
 }
 
 // uminOf is the smallest uniform of stored arm slot's pulls (1 for a new arm).

@@ -63,7 +63,7 @@ const (
 	banditDefaultXi    = 0.5 // rewards in [0,1] (clicks) are 1/2-sub-Gaussian (docs/bandits.md)
 	banditDefaultDelta = 0.1
 	banditDefaultF     = 1
-	banditDefaultBeta  = 1 // constant radius: UCB = mean + beta Std
+	banditDefaultBeta  = 0.5 // constant radius: UCB = mean + beta Std (docs/bandits.md: measured)
 )
 
 func init() {
