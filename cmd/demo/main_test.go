@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kernelstream/kernelstream/internal/banditenv"
 )
 
 // syncBuffer collects the demo's output, written from several goroutines.
@@ -49,7 +53,9 @@ func TestDemoStopsByItself(t *testing.T) {
 // clearly above the random-choice rate of the same offers. The environment
 // is seeded and each user's records do not depend on timing, so the figures
 // are the same on every run (0.493 over the first 1000 decisions, 0.588
-// over the last 1000, random choice 0.204 at the time of writing).
+// over the last 1000, random choice 0.204 at the time of writing). The
+// baseline's figures in the progress and the final report are those of
+// LinUCB played directly on the same offers (0.657 over the last 1000).
 func TestBanditDemoStopsByItself(t *testing.T) {
 	t.Parallel()
 	var out syncBuffer
@@ -60,7 +66,8 @@ func TestBanditDemoStopsByItself(t *testing.T) {
 		t.Fatalf("demo exit %d:\n%s", code, text)
 	}
 	for _, want := range []string{"kcat -b 127.0.0.1:", "-t recommendations -C -o beginning -e", "click rate of a random choice",
-		"all 3000 decisions answered and their rewards learned by every model", "final bkb"} {
+		"all 3000 decisions answered and their rewards learned by every model", "final bkb", "baseline linucb, in-process on the same offers",
+		"lambda 1, alpha 1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, text)
 		}
@@ -77,9 +84,67 @@ func TestBanditDemoStopsByItself(t *testing.T) {
 		t.Errorf("click rate over the last 1000 decisions %.3f: want clearly above random %.3f and above the first 1000 (%.3f)", last, random, first)
 	}
 
+	// The baseline: live, and its final line equal to LinUCB played
+	// directly on the same 3000 offers.
+	if !regexp.MustCompile(`click rate [0-9.]+ .* linucb [0-9.]+ \(last [0-9]+: [0-9.]+\)  random choice [0-9.]+  best [0-9.]+`).MatchString(text) {
+		t.Errorf("no progress line with the baseline's click rate:\n%s", text)
+	}
+	want := directLinUCB(t, 3000, 1000) + fmt.Sprintf("  random choice %s  best ", m[3])
+	if !strings.Contains(text, "final linucb   "+want) {
+		t.Errorf("demo output lacks the baseline's final line %q:\n%s", want, text)
+	}
+
 	// An unknown demo is a usage error.
 	out = syncBuffer{}
 	if code := run([]string{"nosuch"}, &out, &out); code != 2 {
 		t.Errorf("demo nosuch: exit %d: %s", code, out.String())
 	}
+}
+
+// directLinUCB is the demo's baseline played without Kafka on the demo's
+// first n offers (the recommender's choices do not change them): the
+// figures of its final line over n decisions and windows of w.
+func directLinUCB(t *testing.T, n, w int) string {
+	t.Helper()
+	e, err := banditenv.NewClicks(banditenv.ClickConfig{}, banditDemoSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.NewLinUCBPlayer(banditDemoSeed, banditenv.DefaultLinUCBLambda, banditenv.DefaultLinUCBAlpha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.Stream(n)
+	clicks, probs := make([]float64, n), make([]float64, n)
+	var r banditenv.ClickRecord
+	for s.Next(&r) {
+		o, ok := p.Play(&r)
+		if !ok {
+			continue
+		}
+		if o.Click {
+			clicks[o.Seq] = 1
+		}
+		probs[o.Seq] = o.Prob
+		var v struct {
+			Arms []struct {
+				ID string `json:"id"`
+			} `json:"arms"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Choose(r.ID, v.Arms[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mean := func(v []float64) float64 {
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		return sum / float64(len(v))
+	}
+	return fmt.Sprintf("%d decisions  click rate %.3f  first %d decisions: %.3f (expected %.3f)  last %d decisions: %.3f (expected %.3f)",
+		n, mean(clicks), w, mean(clicks[:w]), mean(probs[:w]), w, mean(clicks[n-w:]), mean(probs[n-w:]))
 }

@@ -213,8 +213,9 @@ func (e *Clicks) draw(o *offer, u, t int) {
 // ClickRecord is one input record of the click stream.
 type ClickRecord struct {
 	Key, Value []byte
-	ID         string // the decision id (a reward carries its decision's id)
-	Reward     bool   // a reward record {"id","reward","arm"}; else a decision {"id","arms"}
+	ID         string        // the decision id (a reward carries its decision's id)
+	Reward     bool          // a reward record {"id","reward","arm"}; else a decision {"id","arms"}
+	dec        *openDecision // the decision (LinUCBPlayer.Play reads its offer)
 }
 
 // Outcome is what the environment makes of a choice.
@@ -354,7 +355,7 @@ func (s *ClickStream) emitDecision(r *ClickRecord, us *userState, u, g int) {
 	s.decided++
 
 	r.Key = append(r.Key[:0], s.e.users[u]...)
-	r.ID, r.Reward = d.id, false
+	r.ID, r.Reward, r.dec = d.id, false, d
 	b := append(r.Value[:0], `{"id":`...)
 	b = strconv.AppendQuote(b, d.id)
 	b = append(b, `,"arms":[`...)
@@ -386,7 +387,7 @@ func (s *ClickStream) emitReward(r *ClickRecord, us *userState, d *openDecision)
 		reward = "1"
 	}
 	r.Key = append(r.Key[:0], s.e.users[d.u]...)
-	r.ID, r.Reward = d.id, true
+	r.ID, r.Reward, r.dec = d.id, true, d
 	b := append(r.Value[:0], `{"id":`...)
 	b = strconv.AppendQuote(b, d.id)
 	b = append(b, `,"reward":`...)
