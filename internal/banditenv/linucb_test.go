@@ -219,7 +219,7 @@ func TestLinUCBPlayerLearns(t *testing.T) {
 		cfg    ClickConfig
 		margin float64 // last 1000 minus random, at least
 	}{
-		{"demo", ClickConfig{}, 0.4},
+		{"linear", ClickConfig{}, 0.4},
 		{"dim3", ClickConfig{Dim: 3, Candidates: 5, MaxDelay: 6}, 0.25},
 		{"flat", ClickConfig{Users: 10, Scale: 1.5, Bias: -1}, 0.2},
 	} {
@@ -248,12 +248,13 @@ func TestLinUCBPlayerLearns(t *testing.T) {
 }
 
 // TestLinUCBTuning prints the player's click rates on the demo's audience
-// for several alphas and lambdas (KS_LINUCB_TUNE=1, KS_CLICK_N decisions).
+// for several alphas and lambdas (KS_LINUCB_TUNE=1, KS_CLICK_N decisions,
+// KS_CLICK_AUDIENCE=linear or ideal).
 func TestLinUCBTuning(t *testing.T) {
 	if os.Getenv("KS_LINUCB_TUNE") == "" {
 		t.Skip("set KS_LINUCB_TUNE=1")
 	}
-	e, err := NewClicks(ClickConfig{}, 1)
+	e, err := NewClicks(ClickConfig{Audience: os.Getenv("KS_CLICK_AUDIENCE")}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
