@@ -40,7 +40,9 @@ bench-keys:
 	$(GO) run ./cmd/benchkeys
 
 # The recommendation demo: decisions answered by BKB per user, clicks from a
-# simulated audience, live click rate against random choice (docs/bandits.md).
+# simulated audience (users who like items near an ideal point; `go run
+# ./cmd/demo bandit -audience linear` for a linear one), live click rate
+# against random choice and LinUCB on the same offers (docs/bandits.md).
 run-bandit:
 	$(GO) run ./cmd/demo bandit
 

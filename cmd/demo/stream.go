@@ -39,6 +39,7 @@ type demoFlags struct {
 	httpAddr string
 	logLevel string
 	every    time.Duration
+	audience string // bandit demo: banditenv.AudienceIdeal or AudienceLinear
 }
 
 func (d *demoFlags) register(fs *flag.FlagSet) {
@@ -51,6 +52,7 @@ func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.httpAddr, "http", "127.0.0.1:8080", "HTTP address of the first model's /metrics /healthz /readyz (empty = none)")
 	fs.StringVar(&d.logLevel, "log-level", "warn", "log level of the demo's consumers")
 	fs.DurationVar(&d.every, "every", 2*time.Second, "progress interval")
+	fs.StringVar(&d.audience, "audience", banditDemoAudience, "bandit demo: the simulated audience, ideal (each user clicks on items near an ideal point of its own: no linear score of the features ranks them) or linear (click probability increasing in <user preference, item>)")
 }
 
 // Demo topics and stream shape.

@@ -10,8 +10,20 @@ package banditenv
 //     unit sphere of R^D;
 //   - a catalogue of I items, each with a feature vector x_i uniform in
 //     [-1,1]^D (what the decision records carry as the arms' x);
-//   - the click probability of user u on item i is a smooth function of
-//     their affinity: p(u,i) = sigmoid(Bias + Scale <theta_u, x_i>);
+//   - the click probability of user u on item i depends on the audience:
+//     "linear", a smooth function of their affinity,
+//     p(u,i) = sigmoid(Bias + Scale <theta_u, x_i>), which any linear score
+//     with theta_u's direction ranks exactly; or "ideal", each user likes
+//     the items near an ideal point of its own, c_u uniform in
+//     [-Spread, Spread]^D (inside the catalogue's cube),
+//     p(u,i) = sigmoid(Bias - Scale ||x_i - c_u||^2) (with Peaks > 1 ideal
+//     points, the nearest counts: a user with two tastes). This is the
+//     ideal-point model of preference (Coombs, "Psychological scaling
+//     without a unit of measurement", Psychological Review, 1950); its
+//     score -||x - c||^2 = 2<c,x> - ||x||^2 - ||c||^2
+//     is not linear in x, so no linear score over the features ranks the
+//     candidates as the user does once c_u is inside the cube (an item on
+//     the far side of c_u scores higher than one at c_u);
 //   - decision t of user u offers C distinct items drawn uniformly from the
 //     catalogue; the reward of the chosen item is 1 (click) with probability
 //     p(u, item), else 0, and it arrives a little later: just before the
@@ -43,9 +55,18 @@ type ClickConfig struct {
 	Dim        int     // item feature dimension D (default 5)
 	Candidates int     // items offered per decision C (default 10, at most Items)
 	MaxDelay   int     // a reward arrives 1..MaxDelay decisions of its user later (default 3)
-	Bias       float64 // click logit offset (default -2.5)
-	Scale      float64 // click logit per unit of affinity (default 4)
+	Audience   string  // AudienceLinear (default) or AudienceIdeal
+	Bias       float64 // click logit offset (default -2.5 linear, DefaultIdealBias ideal)
+	Scale      float64 // click logit per unit of affinity, or per unit of squared distance (default 4 linear, DefaultIdealScale ideal)
+	Peaks      int     // ideal: ideal points per user (default 1)
+	Spread     float64 // ideal: the ideal points are uniform in [-Spread, Spread]^D (default DefaultIdealSpread, at most 1)
 }
+
+// Audiences: how a user's click probability depends on an item's features.
+const (
+	AudienceLinear = "linear" // sigmoid(Bias + Scale <theta_u, x>)
+	AudienceIdeal  = "ideal"  // sigmoid(Bias - Scale min_k ||x - c_uk||^2)
+)
 
 // Defaults of ClickConfig.
 const (
@@ -56,6 +77,9 @@ const (
 	DefaultClickMaxDelay   = 3
 	DefaultClickBias       = -2.5
 	DefaultClickScale      = 4.0
+	DefaultIdealBias       = 3.0
+	DefaultIdealScale      = 3.0
+	DefaultIdealSpread     = 0.5
 )
 
 // Clicks is one drawn click environment.
@@ -63,6 +87,7 @@ type Clicks struct {
 	cfg   ClickConfig
 	seed  uint64
 	prefs [][]float64 // theta_u
+	ideal [][]float64 // ideal audience: user u's Peaks ideal points, concatenated
 	items [][]float64 // x_i
 	users []string    // routing keys
 	ids   []string    // item ids
@@ -84,13 +109,28 @@ func NewClicks(c ClickConfig, seed uint64) (*Clicks, error) {
 	def(&c.Dim, DefaultClickDim)
 	def(&c.Candidates, DefaultClickCandidates)
 	def(&c.MaxDelay, DefaultClickMaxDelay)
+	if c.Audience == "" {
+		c.Audience = AudienceLinear
+	}
+	bias, scale := DefaultClickBias, DefaultClickScale
+	if c.Audience == AudienceIdeal {
+		bias, scale = DefaultIdealBias, DefaultIdealScale
+		def(&c.Peaks, 1)
+		if c.Spread == 0 {
+			c.Spread = DefaultIdealSpread
+		}
+	}
 	if c.Bias == 0 {
-		c.Bias = DefaultClickBias
+		c.Bias = bias
 	}
 	if c.Scale == 0 {
-		c.Scale = DefaultClickScale
+		c.Scale = scale
 	}
 	switch {
+	case c.Audience != AudienceLinear && c.Audience != AudienceIdeal:
+		return nil, fmt.Errorf("click environment: audience %q: want %s or %s", c.Audience, AudienceLinear, AudienceIdeal)
+	case c.Audience == AudienceIdeal && (c.Peaks < 1 || !(c.Spread > 0 && c.Spread <= 1)):
+		return nil, fmt.Errorf("click environment: ideal audience: peaks %d must be >= 1 and spread %v in (0, 1]", c.Peaks, c.Spread)
 	case c.Users < 1 || c.Items < 1 || c.Dim < 1 || c.MaxDelay < 1:
 		return nil, fmt.Errorf("click environment: users %d, items %d, dim %d and max delay %d must be >= 1", c.Users, c.Items, c.Dim, c.MaxDelay)
 	case c.Candidates < 1 || c.Candidates > c.Items:
@@ -128,6 +168,18 @@ func NewClicks(c ClickConfig, seed uint64) (*Clicks, error) {
 		e.items = append(e.items, x)
 		e.ids = append(e.ids, fmt.Sprintf("item-%0*d", iw, i))
 	}
+	if c.Audience == AudienceIdeal {
+		// From a PRNG of their own, after the catalogue: both audiences
+		// share the users' keys, the items and the offers.
+		ri := models.NewRand(seed ^ 0x1dea_9017)
+		for u := 0; u < c.Users; u++ {
+			pts := make([]float64, c.Peaks*c.Dim)
+			for j := range pts {
+				pts[j] = c.Spread * (2*ri.Float64() - 1)
+			}
+			e.ideal = append(e.ideal, pts)
+		}
+	}
 	// Baselines, from 4000 offers per user drawn like the stream's (their
 	// own seeds, so the estimate does not depend on the stream's length).
 	const probe = 4000
@@ -160,11 +212,48 @@ func (e *Clicks) Item(i int) []float64 { return e.items[i] }
 
 // Prob is the click probability of user u on item i.
 func (e *Clicks) Prob(u, i int) float64 {
+	return 1 / (1 + math.Exp(-e.Logit(u, i)))
+}
+
+// Logit is the click logit of user u on item i: Bias + Scale <theta_u, x_i>
+// (linear audience) or Bias - Scale min_k ||x_i - c_uk||^2 (ideal).
+func (e *Clicks) Logit(u, i int) float64 {
+	x := e.items[i]
+	if e.cfg.Audience == AudienceIdeal {
+		d2 := math.Inf(1)
+		for pts := e.ideal[u]; len(pts) > 0; pts = pts[e.cfg.Dim:] {
+			s := 0.0
+			for j, c := range pts[:e.cfg.Dim] {
+				s += (x[j] - c) * (x[j] - c)
+			}
+			d2 = math.Min(d2, s)
+		}
+		return e.cfg.Bias - e.cfg.Scale*d2
+	}
 	a := 0.0
 	for j, v := range e.prefs[u] {
-		a += v * e.items[i][j]
+		a += v * x[j]
 	}
-	return 1 / (1 + math.Exp(-(e.cfg.Bias + e.cfg.Scale*a)))
+	return e.cfg.Bias + e.cfg.Scale*a
+}
+
+// Model describes the click probability, for people: the formula with the
+// configuration's numbers.
+func (e *Clicks) Model() string {
+	c := e.cfg
+	if c.Audience == AudienceIdeal {
+		near := "the user's ideal point"
+		if c.Peaks > 1 {
+			near = fmt.Sprintf("the nearest of the user's %d ideal points, each", c.Peaks)
+		}
+		return fmt.Sprintf("sigmoid(%g - %g ||item - c_u||^2), c_u %s uniform in [-%g,%g]^%d", c.Bias, c.Scale, near, c.Spread, c.Spread, c.Dim)
+	}
+	return fmt.Sprintf("sigmoid(%g + %g <user preference, item>), preferences uniform on the unit sphere", c.Bias, c.Scale)
+}
+
+// Ideal is ideal point k of user u (ideal audience; shared, do not modify).
+func (e *Clicks) Ideal(u, k int) []float64 {
+	return e.ideal[u][k*e.cfg.Dim : (k+1)*e.cfg.Dim]
 }
 
 // RandomRate is the expected click rate of choosing uniformly at random
@@ -172,7 +261,7 @@ func (e *Clicks) Prob(u, i int) float64 {
 func (e *Clicks) RandomRate() float64 { return e.randomRate }
 
 // BestRate is the expected click rate of always choosing the candidate with
-// the highest click probability (the oracle that knows theta_u).
+// the highest click probability (the oracle that knows theta_u or c_u).
 func (e *Clicks) BestRate() float64 { return e.bestRate }
 
 // offerRates are the mean and the max click probability over cands.
@@ -213,8 +302,9 @@ func (e *Clicks) draw(o *offer, u, t int) {
 // ClickRecord is one input record of the click stream.
 type ClickRecord struct {
 	Key, Value []byte
-	ID         string // the decision id (a reward carries its decision's id)
-	Reward     bool   // a reward record {"id","reward","arm"}; else a decision {"id","arms"}
+	ID         string        // the decision id (a reward carries its decision's id)
+	Reward     bool          // a reward record {"id","reward","arm"}; else a decision {"id","arms"}
+	dec        *openDecision // the decision (LinUCBPlayer.Play reads its offer)
 }
 
 // Outcome is what the environment makes of a choice.
@@ -354,7 +444,7 @@ func (s *ClickStream) emitDecision(r *ClickRecord, us *userState, u, g int) {
 	s.decided++
 
 	r.Key = append(r.Key[:0], s.e.users[u]...)
-	r.ID, r.Reward = d.id, false
+	r.ID, r.Reward, r.dec = d.id, false, d
 	b := append(r.Value[:0], `{"id":`...)
 	b = strconv.AppendQuote(b, d.id)
 	b = append(b, `,"arms":[`...)
@@ -386,7 +476,7 @@ func (s *ClickStream) emitReward(r *ClickRecord, us *userState, d *openDecision)
 		reward = "1"
 	}
 	r.Key = append(r.Key[:0], s.e.users[d.u]...)
-	r.ID, r.Reward = d.id, true
+	r.ID, r.Reward, r.dec = d.id, true, d
 	b := append(r.Value[:0], `{"id":`...)
 	b = strconv.AppendQuote(b, d.id)
 	b = append(b, `,"reward":`...)

@@ -14,7 +14,7 @@ import (
 )
 
 // clickSpec is the demo's learner: BKB per user on the items' features.
-var clickSpec = models.Spec{Algorithm: "bkb", Dim: DefaultClickDim, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1},
+var clickSpec = models.Spec{Algorithm: "bkb", Dim: DefaultClickDim, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1.5},
 	Params: map[string]any{"xi": 0.5, "beta": 1.0, "max_budget": 48}, Seed: 1}
 
 // loopResult is a closed loop run directly (no Kafka).
@@ -245,36 +245,181 @@ func TestClickBaselines(t *testing.T) {
 	}
 }
 
-// TestClickBKBLearns: BKB per user (the demo's learner) ends clearly above
-// the random-choice click rate of the same offers, and above its own start.
-func TestClickBKBLearns(t *testing.T) {
-	e, err := NewClicks(ClickConfig{}, 1)
+// TestClickAudiences: per audience, the click probability is the stated
+// formula, the ideal points lie in [-Spread, Spread]^D, the decision records
+// (users, offers) are those of the linear audience of the same seed, random
+// and best choice leave the demo room, and the least-squares linear fit of
+// each user's click logit over the catalogue, ranking the candidates, clicks
+// at the oracle's rate on the linear audience and far below it on the ideal
+// ones (no linear score of the features ranks them).
+func TestClickAudiences(t *testing.T) {
+	sigmoid := func(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
+	lin, err := NewClicks(ClickConfig{}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n, w = 3000, 1000
-	res := runLoop(t, e, n, clickSpec, 0)
-	first, last := rate(res.clicks[:w]), rate(res.clicks[n-w:])
-	random := mean(res.random[n-w:])
-	t.Logf("random %.3f best %.3f; bkb clicks: first %d %.3f, last %d %.3f (expected %.3f)", e.RandomRate(), e.BestRate(), w, first, w, last, mean(res.prob[n-w:]))
-	if last < random+0.2 || last < first {
-		t.Errorf("bkb click rate over the last %d decisions %.3f, random %.3f, first %d %.3f", w, last, random, w, first)
+	for _, c := range []struct {
+		name      string
+		cfg       ClickConfig
+		fitBelow  float64 // the linear fit's rate is at most best minus this (negative: equal to best)
+		rnd, best [2]float64
+	}{
+		{"linear", ClickConfig{}, -1, [2]float64{0.17, 0.23}, [2]float64{0.65, 0.75}},
+		{"ideal", ClickConfig{Audience: AudienceIdeal}, 0.2, [2]float64{0.15, 0.23}, [2]float64{0.6, 0.72}},
+		{"ideal-2-peaks", ClickConfig{Audience: AudienceIdeal, Peaks: 2, Spread: 0.75, Bias: 3, Scale: 3.5}, 0.2, [2]float64{0.12, 0.25}, [2]float64{0.6, 0.75}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := NewClicks(c.cfg, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := e.Config()
+			for u := 0; u < cfg.Users; u++ {
+				for i := 0; i < cfg.Items; i += 7 {
+					x := e.Item(i)
+					var want float64
+					if cfg.Audience == AudienceIdeal {
+						d2 := math.Inf(1)
+						for k := 0; k < cfg.Peaks; k++ {
+							s := 0.0
+							for j, cj := range e.Ideal(u, k) {
+								if math.Abs(cj) > cfg.Spread {
+									t.Fatalf("user %d ideal point %d: %v outside [-%g,%g]", u, k, e.Ideal(u, k), cfg.Spread, cfg.Spread)
+								}
+								s += (x[j] - cj) * (x[j] - cj)
+							}
+							d2 = math.Min(d2, s)
+						}
+						want = sigmoid(cfg.Bias - cfg.Scale*d2)
+					} else {
+						a := 0.0
+						for j, v := range e.prefs[u] {
+							a += v * x[j]
+						}
+						want = sigmoid(cfg.Bias + cfg.Scale*a)
+					}
+					if got := e.Prob(u, i); math.Abs(got-want) > 1e-12 {
+						t.Fatalf("Prob(%d, %d) = %v, want %v", u, i, got, want)
+					}
+				}
+			}
+			// The least-squares linear score of each user's logit over the
+			// catalogue: LinUCB with alpha 0, a negligible lambda and an
+			// intercept feature.
+			fits := make([]*LinUCB, cfg.Users)
+			for u := range fits {
+				if fits[u], err = NewLinUCB(cfg.Dim+1, 1e-9, 0); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < cfg.Items; i++ {
+					fits[u].Observe(append([]float64{1}, e.Item(i)...), e.Logit(u, i))
+				}
+			}
+			s, ls := e.Stream(4000), lin.Stream(4000)
+			var r, lr ClickRecord
+			var fit, rnd, best float64
+			n := 0
+			for s.Next(&r) {
+				if !ls.Next(&lr) || r.Reward != lr.Reward || string(r.Value) != string(lr.Value) && !r.Reward {
+					t.Fatalf("record %d: %s, the linear audience's %s", n, r.Value, lr.Value)
+				}
+				if r.Reward {
+					continue
+				}
+				d := r.dec
+				var arms [][]float64
+				for _, i := range d.off.cands {
+					arms = append(arms, append([]float64{1}, e.Item(i)...))
+				}
+				fit += e.Prob(d.u, d.off.cands[fits[d.u].Choose(arms)])
+				a, b := e.offerRates(d.u, d.off.cands)
+				rnd += a
+				best += b
+				n++
+				for _, st := range []*ClickStream{s, ls} {
+					if _, _, err := st.Choose(r.ID, e.ItemID(d.off.cands[0])); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			fit, rnd, best = fit/float64(n), rnd/float64(n), best/float64(n)
+			t.Logf("%+v: random %.3f, best %.3f, least-squares linear score %.3f", cfg, rnd, best, fit)
+			if rnd < c.rnd[0] || rnd > c.rnd[1] || best < c.best[0] || best > c.best[1] {
+				t.Errorf("random %.3f (want %v), best %.3f (want %v)", rnd, c.rnd, best, c.best)
+			}
+			if c.fitBelow < 0 && math.Abs(fit-best) > 1e-9 || c.fitBelow >= 0 && fit > best-c.fitBelow {
+				t.Errorf("the linear fit clicks at %.4f, best %.4f (want below best - %g, or equal if negative)", fit, best, c.fitBelow)
+			}
+		})
+	}
+	if _, err := NewClicks(ClickConfig{Audience: "quadratic"}, 1); err == nil {
+		t.Error("an unknown audience is accepted")
+	}
+	if _, err := NewClicks(ClickConfig{Audience: AudienceIdeal, Spread: 1.5}, 1); err == nil {
+		t.Error("ideal points outside the catalogue's cube are accepted")
+	}
+}
+
+// TestClickBKBLearns: BKB per user (the demo's learner) ends clearly above
+// the random-choice click rate of the same offers, and above its own start,
+// on both audiences; on the ideal-point audience it also ends clearly above
+// LinUCB played on the same offers (which a linear score cannot rank).
+func TestClickBKBLearns(t *testing.T) {
+	for _, c := range []struct {
+		audience   string
+		overRandom float64 // bkb's last 1000 minus random, at least
+		overLinUCB float64 // bkb's last 1000 minus linucb's, at least (-1: not asserted)
+	}{
+		{AudienceLinear, 0.3, -1},
+		{AudienceIdeal, 0.25, 0.15},
+	} {
+		t.Run(c.audience, func(t *testing.T) {
+			t.Parallel()
+			e, err := NewClicks(ClickConfig{Audience: c.audience}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n, w = 3000, 1000
+			res := runLoop(t, e, n, clickSpec, 0)
+			first, last := rate(res.clicks[:w]), rate(res.clicks[n-w:])
+			random := mean(res.random[n-w:])
+			lin, _, _, _ := playLinUCB(t, e, n, DefaultLinUCBLambda, DefaultLinUCBAlpha, true)
+			linLast := rate(lin[n-w:])
+			t.Logf("random %.3f best %.3f; bkb clicks: first %d %.3f, last %d %.3f (expected %.3f); linucb last %d %.3f",
+				e.RandomRate(), e.BestRate(), w, first, w, last, mean(res.prob[n-w:]), w, linLast)
+			if last < random+c.overRandom || last < first {
+				t.Errorf("bkb click rate over the last %d decisions %.3f, random %.3f (want + %.2f), first %d %.3f", w, last, random, c.overRandom, w, first)
+			}
+			if c.overLinUCB >= 0 && last < linLast+c.overLinUCB {
+				t.Errorf("bkb click rate over the last %d decisions %.3f, linucb %.3f (want + %.2f)", w, last, linLast, c.overLinUCB)
+			}
+		})
 	}
 }
 
 // TestClickTuning prints click rates for learner settings (KS_CLICK_TUNE=1
-// KS_CLICK_ENV="users items dim candidates" KS_CLICK_SPECS='spec;spec').
+// KS_CLICK_ENV="users items dim candidates"
+// KS_CLICK_AUDIENCE="audience bias scale peaks spread" KS_CLICK_SPECS='spec;spec'),
+// and LinUCB's (lambda 1, alpha 1) on the same offers.
 func TestClickTuning(t *testing.T) {
 	if os.Getenv("KS_CLICK_TUNE") == "" {
 		t.Skip("set KS_CLICK_TUNE=1")
 	}
 	var c ClickConfig
 	fmt.Sscan(os.Getenv("KS_CLICK_ENV"), &c.Users, &c.Items, &c.Dim, &c.Candidates)
+	fmt.Sscan(os.Getenv("KS_CLICK_AUDIENCE"), &c.Audience, &c.Bias, &c.Scale, &c.Peaks, &c.Spread)
 	e, err := NewClicks(c, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%+v random %.3f best %.3f", e.Config(), e.RandomRate(), e.BestRate())
+	{
+		n := 6000
+		fmt.Sscan(os.Getenv("KS_CLICK_N"), &n)
+		clicks, prob, _, _ := playLinUCB(t, e, n, DefaultLinUCBLambda, DefaultLinUCBAlpha, true)
+		l := min(1000, n)
+		t.Logf("linucb: all %.3f first %d %.3f last %d %.3f (expected %.3f)", rate(clicks), l, rate(clicks[:l]), l, rate(clicks[n-l:]), mean(prob[n-l:]))
+	}
 	for _, p := range strings.Split(os.Getenv("KS_CLICK_SPECS"), ";") {
 		spec, err := models.ParseSpec(p)
 		if err != nil {
@@ -286,9 +431,10 @@ func TestClickTuning(t *testing.T) {
 		res := runLoop(t, e, n, spec, 0)
 		w := n / 12
 		var parts []string
-		for i := 0; i < n; i += w {
+		for i := 0; i+w <= n; i += w {
 			parts = append(parts, fmt.Sprintf("%.2f", mean(res.prob[i:i+w])))
 		}
-		t.Logf("%s: all %.3f first %.3f last %.3f; expected by %d: %s (%v)", p, rate(res.clicks), rate(res.clicks[:w]), rate(res.clicks[n-w:]), w, strings.Join(parts, " "), time.Since(start))
+		l := min(1000, n)
+		t.Logf("%s: all %.3f first %d %.3f last %d %.3f (expected %.3f); expected by %d: %s (%v)", p, rate(res.clicks), l, rate(res.clicks[:l]), l, rate(res.clicks[n-l:]), mean(res.prob[n-l:]), w, strings.Join(parts, " "), time.Since(start))
 	}
 }
