@@ -35,7 +35,7 @@ func benchBKB(b *testing.B, m, u int) (*bkb, [][]float64) {
 // brings its own, as from a retrieval stage), so every call embeds all of
 // them: O(A m (m + d)), independent of t.
 func BenchmarkBKBChoose(b *testing.B) {
-	for _, m := range []int{16, 64, 128} {
+	for _, m := range []int{16, 64, 256} {
 		for _, a := range []int{20, 100} {
 			b.Run(fmt.Sprintf("m=%d/A=%d", m, a), func(b *testing.B) {
 				l, _ := benchBKB(b, m, 2*m)
@@ -57,7 +57,7 @@ func BenchmarkBKBChoose(b *testing.B) {
 // rank-one updates of L_V, the members' variances and the arm memo
 // (A = 100), O(m^2 + A m), the O(m^3) refresh every 128 pulls amortized in.
 func BenchmarkBKBObserve(b *testing.B) {
-	for _, m := range []int{16, 64, 128} {
+	for _, m := range []int{16, 64, 256} {
 		b.Run(fmt.Sprintf("m=%d", m), func(b *testing.B) {
 			l, _ := benchBKB(b, m, 2*m)
 			arms := testArms(NewRand(5), 100, 5)
@@ -79,7 +79,7 @@ func BenchmarkBKBObserve(b *testing.B) {
 // a stored arm joins (bordered factors and one kernel row over the U stored
 // arms, O(U m)). No O(m^3) rebuild.
 func BenchmarkBKBSwap(b *testing.B) {
-	for _, m := range []int{16, 64, 128} {
+	for _, m := range []int{16, 64, 256} {
 		for _, u := range []int{1000, 10000} {
 			b.Run(fmt.Sprintf("m=%d/U=%d", m, u), func(b *testing.B) {
 				l, _ := benchBKB(b, m, u)
@@ -103,7 +103,7 @@ func BenchmarkBKBSwap(b *testing.B) {
 func BenchmarkGPUCBStep(b *testing.B) {
 	for _, t := range []int{500, 2000} {
 		b.Run(fmt.Sprintf("t=%d", t), func(b *testing.B) {
-			spec := gaussianSpec("gp-ucb", 5, 1, map[string]any{"xi": 0.1, "beta": 2, "max_rounds": 16384})
+			spec := gaussianSpec("gp-ucb", 5, 1, map[string]any{"xi": 0.1, "lambda": 0.01, "beta": 2, "max_rounds": 16384})
 			g := newBandit(b, spec, "bench")
 			r := NewRand(3)
 			arms := testArms(r, 100, 5)

@@ -39,7 +39,7 @@ func TestBKBConvergesToGPUCB(t *testing.T) {
 	const keys = 8
 	for qi, q := range qbars {
 		for key := 0; key < keys; key++ {
-			b := newBandit(t, gaussianSpec("bkb", 3, 1, map[string]any{"xi": 0.1, "qbar": q}), string(rune('a'+key)))
+			b := newBandit(t, gaussianSpec("bkb", 3, 1, map[string]any{"xi": 0.1, "lambda": 0.01, "qbar": q}), string(rune('a'+key)))
 			for i := range xs {
 				if err := b.Observe(xs[i], ys[i]); err != nil {
 					t.Fatal(err)
@@ -80,7 +80,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 	r := NewRand(5)
 	arms := testArms(r, 30, 2)
 	for _, q := range []float64{2, 8} {
-		b := newBandit(t, gaussianSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "qbar": q}), "k").(*bkb)
+		b := newBandit(t, gaussianSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "lambda": 0.04, "qbar": q}), "k").(*bkb)
 		xs, ys := pullSequence(r, arms, 300)
 		for i := range xs {
 			if err := b.Observe(xs[i], ys[i]); err != nil {
@@ -149,7 +149,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 // TestBKBNoVarianceStarvation: far from every inducing point the variance
 // stays the prior's (k(x,x) is never replaced by z'z, P2).
 func TestBKBNoVarianceStarvation(t *testing.T) {
-	b := newBandit(t, gaussianSpec("bkb", 2, 0.3, map[string]any{"xi": 0.1}), "k")
+	b := newBandit(t, gaussianSpec("bkb", 2, 0.3, map[string]any{"xi": 0.1, "lambda": 0.01}), "k")
 	r := NewRand(1)
 	for i := 0; i < 50; i++ {
 		x := []float64{-1 + 0.2*r.Float64(), -1 + 0.2*r.Float64()}
@@ -172,9 +172,9 @@ func TestBKBNoVarianceStarvation(t *testing.T) {
 func TestBKBLargeQbarIsGPUCB(t *testing.T) {
 	r := NewRand(17)
 	arms := testArms(r, 30, 3)
-	params := map[string]any{"xi": 0.1, "beta": 2}
+	params := map[string]any{"xi": 0.1, "lambda": 0.01, "beta": 2}
 	g := newBandit(t, gaussianSpec("gp-ucb", 3, 1, params), "k")
-	bp := map[string]any{"xi": 0.1, "beta": 2, "qbar": 1e9}
+	bp := map[string]any{"xi": 0.1, "lambda": 0.01, "beta": 2, "qbar": 1e9}
 	b := newBandit(t, gaussianSpec("bkb", 3, 1, bp), "k")
 	r1, r2 := *r, *r
 	dg := playBandit(t, g, arms, 150, &r1)
@@ -189,7 +189,7 @@ func TestBKBLargeQbarIsGPUCB(t *testing.T) {
 func TestBKBCaps(t *testing.T) {
 	r := NewRand(2)
 	arms := testArms(r, 20, 2)
-	b := newBandit(t, gaussianSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "max_history": 5, "max_budget": 3}), "k").(*bkb)
+	b := newBandit(t, gaussianSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "lambda": 0.01, "max_history": 5, "max_budget": 3}), "k").(*bkb)
 	for i := 0; i < 200; i++ {
 		x := arms[i%20]
 		if i%3 == 0 {
@@ -213,7 +213,7 @@ func TestBKBCaps(t *testing.T) {
 // TestBKBRejectsInconsistentBlobs: blobs with a valid frame and checksum but
 // contents no BKB could have written are refused, leaving the learner as it was.
 func TestBKBRejectsInconsistentBlobs(t *testing.T) {
-	spec := gaussianSpec("bkb", 2, 1, map[string]any{"xi": 0.1})
+	spec := gaussianSpec("bkb", 2, 1, map[string]any{"xi": 0.1, "lambda": 0.01})
 	r := NewRand(4)
 	arms := testArms(r, 6, 2)
 	src := newBandit(t, spec, "k").(*bkb)

@@ -63,7 +63,10 @@ const (
 	banditDefaultXi    = 0.5 // rewards in [0,1] (clicks) are 1/2-sub-Gaussian (docs/bandits.md)
 	banditDefaultDelta = 0.1
 	banditDefaultF     = 1
-	banditDefaultBeta  = 0.5 // constant radius: UCB = mean + beta Std (docs/bandits.md: measured)
+	// banditDefaultLambda is the ridge: 1 (measured, docs/bandits.md) rather
+	// than the GP reading lambda = xi^2, which a spec can still set.
+	banditDefaultLambda = 1
+	banditDefaultBeta   = 0.5 // constant radius: UCB = mean + beta Std (docs/bandits.md: measured)
 )
 
 func init() {
@@ -89,7 +92,7 @@ type banditParams struct {
 func readBanditParams(p *Params) banditParams {
 	var b banditParams
 	b.xi = p.Float("xi", banditDefaultXi, 1e-6, 1e6)
-	b.lambda = p.Float("lambda", b.xi*b.xi, 1e-12, 1e12)
+	b.lambda = p.Float("lambda", banditDefaultLambda, 1e-12, 1e12)
 	b.delta = p.Float("delta", banditDefaultDelta, 1e-12, 1)
 	if b.delta <= 0 || b.delta >= 1 {
 		p.Fail("delta = %v must be in (0, 1)", b.delta)

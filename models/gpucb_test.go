@@ -95,7 +95,7 @@ func directGP(k Kernel, xs [][]float64, ys []float64, lambda float64, q [][]floa
 func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 	r := NewRand(3)
 	arms := testArms(r, 25, 3)
-	spec := gaussianSpec("gp-ucb", 3, 0.8, map[string]any{"xi": 0.2, "beta": 1.5})
+	spec := gaussianSpec("gp-ucb", 3, 0.8, map[string]any{"xi": 0.2, "lambda": 0.04, "beta": 1.5})
 	g := newBandit(t, spec, "k").(*gpUCB)
 	var xs [][]float64
 	var ys []float64
@@ -146,10 +146,10 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 // bit-identical further decisions and ends with the same state bytes.
 func TestBanditRoundTripExact(t *testing.T) {
 	specs := []Spec{
-		gaussianSpec("gp-ucb", 4, 1, map[string]any{"xi": 0.1}),
-		gaussianSpec("bkb", 4, 1, map[string]any{"xi": 0.1, "qbar": 2}),
-		gaussianSpec("bkb", 4, 1.5, map[string]any{"xi": 0.1, "qbar": 50, "beta": 2}),
-		gaussianSpec("bkb", 4, 1, map[string]any{"xi": 0.1, "qbar": 4, "max_history": 12, "max_budget": 6}),
+		gaussianSpec("gp-ucb", 4, 1, map[string]any{"xi": 0.1, "lambda": 0.01}),
+		gaussianSpec("bkb", 4, 1, map[string]any{"xi": 0.1, "lambda": 0.01, "qbar": 2}),
+		gaussianSpec("bkb", 4, 1.5, map[string]any{"xi": 0.1, "lambda": 0.01, "qbar": 50, "beta": 2}),
+		gaussianSpec("bkb", 4, 1, map[string]any{"xi": 0.1, "lambda": 0.01, "qbar": 4, "max_history": 12, "max_budget": 6}),
 	}
 	midEpoch := 0 // BKB snapshots taken with a valid arm memo (updated per pull, serialized)
 	for _, spec := range specs {
@@ -198,7 +198,7 @@ func TestBanditRoundTripExact(t *testing.T) {
 func TestBanditBlobRejections(t *testing.T) {
 	for _, alg := range []string{"gp-ucb", "bkb"} {
 		t.Run(alg, func(t *testing.T) {
-			spec := gaussianSpec(alg, 3, 1, map[string]any{"xi": 0.1})
+			spec := gaussianSpec(alg, 3, 1, map[string]any{"xi": 0.1, "lambda": 0.01})
 			r := NewRand(2)
 			arms := testArms(r, 10, 3)
 			b := newBandit(t, spec, "k")
@@ -232,7 +232,7 @@ func TestBanditNumericalGuard(t *testing.T) {
 		t.Run(alg, func(t *testing.T) {
 			r := NewRand(4)
 			arms := testArms(r, 8, 2)
-			b := newBandit(t, gaussianSpec(alg, 2, 1, map[string]any{"xi": 0.1}), "k")
+			b := newBandit(t, gaussianSpec(alg, 2, 1, map[string]any{"xi": 0.1, "lambda": 0.01}), "k")
 			playBandit(t, b, arms, 10, r)
 			before, _ := b.MarshalBinary()
 			bad := [][]float64{{math.NaN(), 0}, {math.Inf(1), 0}}

@@ -61,7 +61,9 @@ type Decision struct {
 type Bandit interface {
 	Learner
 	// Choose picks one of arms (each of length spec.Dim). It may advance the
-	// learner's PRNG and nothing else.
+	// learner's PRNG and update its memo of the arm set, both part of the
+	// state (the caller marks the learner changed); the posterior is not
+	// changed.
 	Choose(arms [][]float64) Decision
 	// Observe learns the reward of having pulled the arm with features x.
 	Observe(x []float64, reward float64) error

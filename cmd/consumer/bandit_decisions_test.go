@@ -40,7 +40,8 @@ func TestBanditDecisionsEquivalence(t *testing.T) {
 		{"bkb", models.Spec{Algorithm: "bkb", Dim: 3, Kernel: kernel, Seed: 4,
 			Params: map[string]any{"xi": 0.5, "beta": 1.0, "qbar": 2.0, "max_budget": 24, "refresh": 16}}, 1500},
 		{"bkb-theoretical-radius", models.Spec{Algorithm: "bkb", Dim: 3, Kernel: kernel, Seed: 5,
-			Params: map[string]any{"xi": 0.5, "max_history": 40}}, 600},
+			Params: map[string]any{"xi": 0.5, "max_history": 40, "radius": "theory"}}, 600},
+		{"bkb-defaults", models.Spec{Algorithm: "bkb", Dim: 3, Seed: 8}, 600},
 		{"gp-ucb", models.Spec{Algorithm: "gp-ucb", Dim: 3, Kernel: kernel, Seed: 6,
 			Params: map[string]any{"xi": 0.5, "beta": 1.0}}, 600},
 	} {

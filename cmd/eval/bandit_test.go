@@ -21,9 +21,9 @@ func mustSpec(t *testing.T, s string) models.Spec {
 // large qbar (every pulled arm an inducing point) plays exactly GP-UCB.
 func TestRunBanditSmallPrefix(t *testing.T) {
 	const arms, dim, rounds = 30, 3, 300
-	gp := mustSpec(t, `{"algorithm":"gp-ucb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"beta":2}}`)
-	bkbExact := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"beta":2,"qbar":1e9}}`)
-	bkb := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"beta":2,"qbar":4}}`)
+	gp := mustSpec(t, `{"algorithm":"gp-ucb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"lambda":0.01,"beta":2}}`)
+	bkbExact := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"lambda":0.01,"beta":2,"qbar":1e9}}`)
+	bkb := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"lambda":0.01,"beta":2,"qbar":4}}`)
 	for seed := uint64(1); seed <= 2; seed++ {
 		g, err := runBandit("gp", gp, arms, dim, rounds, seed)
 		if err != nil {

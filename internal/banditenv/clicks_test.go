@@ -15,7 +15,7 @@ import (
 
 // clickSpec is the demo's learner: BKB per user on the items' features.
 var clickSpec = models.Spec{Algorithm: "bkb", Dim: DefaultClickDim, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1.5},
-	Params: map[string]any{"xi": 0.5, "beta": 1.0, "max_budget": 48}, Seed: 1}
+	Params: map[string]any{"xi": 0.5, "lambda": 0.25, "beta": 1.0, "max_budget": 48}, Seed: 1}
 
 // loopResult is a closed loop run directly (no Kafka).
 type loopResult struct {
