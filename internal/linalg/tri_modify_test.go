@@ -49,7 +49,6 @@ func product(l *Tri) []float64 {
 	return out
 }
 
-
 func TestTriDeleteRowAndRotateDrop(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{1, 2, 5, 9} {
