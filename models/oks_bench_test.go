@@ -64,6 +64,9 @@ func oksBenchRound(b *testing.B, spec Spec, warm int) {
 }
 
 func oksBenchRoundOn(b *testing.B, spec Spec, warm int, xs [][]float64, ys []float64) {
+	if spec.Scale == (ScaleSpec{}) {
+		spec.Scale = paperScale // the papers' timings are of the learner alone
+	}
 	l, err := New(spec, "bench")
 	if err != nil {
 		b.Fatal(err)

@@ -20,6 +20,18 @@ type banditResult struct {
 	RandomRegret float64 `json:"random_regret"`
 	Seconds      float64 `json:"seconds"`
 	Dictionary   int     `json:"dictionary"`
+	// Windows (with -window W) splits the run into windows of W rounds, so
+	// that one run shows whether the time per round stays flat and the
+	// regret per round falls.
+	Windows []banditWindow `json:"windows,omitempty"`
+}
+
+// banditWindow is one window of -window rounds ending at round End.
+type banditWindow struct {
+	End        int     `json:"end"`
+	Regret     float64 `json:"regret"`
+	Micros     float64 `json:"us_per_round"`
+	Dictionary int     `json:"dictionary"`
 }
 
 // newEnv draws the environment named env ("gp[:options]", banditenv.Parse).
@@ -46,7 +58,7 @@ func banditKey(seed uint64) string { return "bandit-" + strconv.FormatUint(seed,
 // random_regret is sum_t (max f - mean f) over the same rounds' arms;
 // seconds is the time of the learner's rounds only (not the redraws); dictionary is the learner's Size()
 // at the end (BKB: inducing points; GP-UCB: t).
-func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64) (banditResult, error) {
+func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64, window int) (banditResult, error) {
 	kern, err := spec.Kernel.Build()
 	if err != nil {
 		return banditResult{}, err
@@ -68,11 +80,19 @@ func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64)
 	regret, random := 0.0, 0.0
 	var envTime time.Duration // redrawing arms is the environment's time, not the learner's
 	start := time.Now()
+	var windows []banditWindow
+	winStart, winEnv, winRegret := start, time.Duration(0), 0.0
 	for t := 0; t < rounds; t++ {
 		if e.Fresh() && t > 0 {
 			t0 := time.Now()
 			e.Redraw()
 			envTime += time.Since(t0)
+		}
+		if window > 0 && t > 0 && t%window == 0 {
+			now := time.Now()
+			windows = append(windows, banditWindow{End: t, Regret: regret - winRegret,
+				Micros: float64((now.Sub(winStart) - (envTime - winEnv)).Microseconds()) / float64(window), Dictionary: l.Size()})
+			winStart, winEnv, winRegret = now, envTime, regret
 		}
 		random += e.RandomRegret()
 		d := b.Choose(x)
@@ -84,7 +104,12 @@ func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64)
 			return banditResult{}, fmt.Errorf("round %d: %w", t, err)
 		}
 	}
+	if window > 0 && rounds%window == 0 {
+		windows = append(windows, banditWindow{End: rounds, Regret: regret - winRegret,
+			Micros: float64((time.Since(winStart) - (envTime - winEnv)).Microseconds()) / float64(window), Dictionary: l.Size()})
+	}
 	return banditResult{
+		Windows:      windows,
 		Algorithm:    spec.Algorithm,
 		Rounds:       rounds,
 		Regret:       regret,

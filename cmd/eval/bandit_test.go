@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -25,19 +26,19 @@ func TestRunBanditSmallPrefix(t *testing.T) {
 	bkbExact := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"lambda":0.01,"beta":2,"qbar":1e9}}`)
 	bkb := mustSpec(t, `{"algorithm":"bkb","dim":3,"kernel":{"sigma":1.5},"params":{"xi":0.1,"lambda":0.01,"beta":2,"qbar":4}}`)
 	for seed := uint64(1); seed <= 2; seed++ {
-		g, err := runBandit("gp", gp, arms, dim, rounds, seed)
+		g, err := runBandit("gp", gp, arms, dim, rounds, seed, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := runBandit("gp", bkbExact, arms, dim, rounds, seed)
+		e, err := runBandit("gp", bkbExact, arms, dim, rounds, seed, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := runBandit("gp", bkb, arms, dim, rounds, seed)
+		b, err := runBandit("gp", bkb, arms, dim, rounds, seed, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b2, _ := runBandit("gp", bkb, arms, dim, rounds, seed)
+		b2, _ := runBandit("gp", bkb, arms, dim, rounds, seed, 0)
 		uniform := uniformRegret(t, gp, arms, dim, seed) * rounds
 		t.Logf("seed %d: gp-ucb %.3f, bkb(qbar=1e9) %.3f, bkb(qbar=4) %.3f (m=%d), uniform %.3f", seed, g.Regret, e.Regret, b.Regret, b.Dictionary, uniform)
 		if g.Regret != e.Regret {
@@ -84,12 +85,45 @@ func TestRunBanditErrors(t *testing.T) {
 		{"gp", mustSpec(t, `{"algorithm":"gp-ucb","dim":2,"params":{"max_rounds":5}}`), "max_rounds"},
 	}
 	for _, c := range cases {
-		_, err := runBandit(c.env, c.spec, 5, 2, 10, 1)
+		_, err := runBandit(c.env, c.spec, 5, 2, 10, 1, 0)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: err = %v, want %q", c.env, c.spec.Algorithm, err, c.want)
 		}
 	}
-	if _, err := runBandit("gp:noise=0.05,norm=2,centers=5", bkb, 5, 2, 10, 1); err != nil {
+	if _, err := runBandit("gp:noise=0.05,norm=2,centers=5", bkb, 5, 2, 10, 1, 0); err != nil {
 		t.Errorf("environment options: %v", err)
+	}
+}
+
+// TestRunBanditWindows: -window splits the run into windows whose regrets
+// add up to the total, the last window ending with the final dictionary.
+func TestRunBanditWindows(t *testing.T) {
+	spec := mustSpec(t, `{"algorithm":"bkb","dim":2}`)
+	whole, err := runBandit("gp:fresh=1", spec, 6, 2, 120, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []int{40, 50} {
+		r, err := runBandit("gp:fresh=1", spec, 6, 2, 120, 3, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 120 / w
+		if len(r.Windows) != want {
+			t.Fatalf("window %d: %d windows, want %d", w, len(r.Windows), want)
+		}
+		sum := 0.0
+		for i, win := range r.Windows {
+			sum += win.Regret
+			if win.End != (i+1)*w || win.Micros < 0 {
+				t.Fatalf("window %d: %+v", w, win)
+			}
+		}
+		if r.Regret != whole.Regret || (120%w == 0 && math.Abs(sum-r.Regret) > 1e-9*r.Regret) {
+			t.Fatalf("window %d: regrets %v (sum %v), whole run %v", w, r.Regret, sum, whole.Regret)
+		}
+		if 120%w == 0 && r.Windows[len(r.Windows)-1].Dictionary != r.Dictionary {
+			t.Fatalf("window %d: last window dictionary %d, final %d", w, r.Windows[len(r.Windows)-1].Dictionary, r.Dictionary)
+		}
 	}
 }

@@ -23,6 +23,7 @@ type options struct {
 	adversarial, blocks    int
 	bandit                 string
 	arms, dim, rounds      int
+	window                 int
 	seed                   uint64
 	seeded                 bool
 	progress               io.Writer
@@ -77,8 +78,8 @@ func evaluate(o *options) (any, error) {
 		if !o.seeded {
 			seed = 1
 		}
-		if o.arms < 1 || o.dim < 1 || o.rounds < 1 {
-			return nil, errors.New("-arms, -dim and -rounds must be >= 1")
+		if o.arms < 1 || o.dim < 1 || o.rounds < 1 || o.window < 0 {
+			return nil, errors.New("-arms, -dim and -rounds must be >= 1, -window >= 0")
 		}
 		if spec.Dim == 0 {
 			spec.Dim = o.dim
@@ -89,7 +90,7 @@ func evaluate(o *options) (any, error) {
 		if err := spec.Validate(); err != nil {
 			return nil, err
 		}
-		return runBandit(o.bandit, spec, o.arms, o.dim, o.rounds, seed)
+		return runBandit(o.bandit, spec, o.arms, o.dim, o.rounds, seed, o.window)
 	}
 	if o.data == "" {
 		return nil, errors.New("-data is required (or -bandit)")

@@ -44,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.arms, "arms", 100, "bandit: number of arms `A`")
 	fs.IntVar(&o.dim, "dim", 5, "bandit: arm dimension `D`")
 	fs.IntVar(&o.rounds, "rounds", 1000, "bandit: number of rounds `T`")
+	fs.IntVar(&o.window, "window", 0, "bandit: also report regret, time per round and dictionary per window of `W` rounds (0 = off)")
 	fs.Func("seed", "bandit: environment `SEED` (default 1)", func(s string) error {
 		v, err := parseUint(s)
 		o.seed, o.seeded = v, true
