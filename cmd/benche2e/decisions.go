@@ -43,6 +43,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,6 +100,7 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 	}()
 	time.Sleep(500 * time.Millisecond)
 
+	load0, _ := os.ReadFile("/proc/loadavg")
 	r := &decisionRun{s: env.Stream(n), inTime: make(map[string]time.Time, n), answered: make(map[string]bool, n)}
 	var prof bytes.Buffer
 	if err := pprof.StartCPUProfile(&prof); err != nil {
@@ -177,8 +179,8 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 	}
 	consumer := byPart["consumer"].Seconds()
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d users, %d candidates of dimension %d (%d decimals), model %s, GOMAXPROCS %d, load average at the end: %s\n\n",
-		o.partitions, o.users, o.arms, o.spec.Dim, o.decimals, o.model, runtime.GOMAXPROCS(0), bytes.TrimSpace(load))
+	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d users, %d candidates of dimension %d (%d decimals), model %s, GOMAXPROCS %d, load average at the start: %s, at the end: %s\n\n",
+		o.partitions, o.users, o.arms, o.spec.Dim, o.decimals, o.model, runtime.GOMAXPROCS(0), loadAvg(load0), loadAvg(load))
 	fmt.Fprintln(stdout, "| decisions/s target | fed/s | answered/s | feeder behind (max ms) | p50 / p99 / max latency (ms) | p50 / p99 / max read latency (ms) | process CPU (cores) | consumer CPU (cores) | consumer CPU-µs/decision |")
 	fmt.Fprintln(stdout, "|---:|---:|---:|---:|---|---|---:|---:|---:|")
 	fmt.Fprintf(stdout, "| %.0f | %.0f | %.0f | %.0f | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f | %.2f | %.0f |\n",
@@ -189,6 +191,12 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 	fmt.Fprintf(stdout, "\n%d decisions; CPU by part (profile): consumer %.1f s, bench feeder+reader %.1f s, broker and runtime %.1f s; process total %.1f s\n",
 		n, consumer, byPart["bench"].Seconds(), byPart[""].Seconds(), cpu.Seconds())
 	return nil
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages of /proc/loadavg.
+func loadAvg(b []byte) string {
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 func ignoreCanceled(err error) error {
