@@ -43,7 +43,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -195,8 +194,8 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 
 // loadAvg is the 1, 5 and 15 minute load averages of /proc/loadavg.
 func loadAvg(b []byte) string {
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
+	f := bytes.Fields(b)
+	return string(bytes.Join(f[:min(3, len(f))], []byte(" ")))
 }
 
 func ignoreCanceled(err error) error {
