@@ -84,13 +84,7 @@ func (b *Broker) Close() { b.cluster.Close() }
 // CreateTopics creates each topic with the given partition count (an
 // existing topic is not an error).
 func (b *Broker) CreateTopics(ctx context.Context, partitions int, topics ...string) error {
-	// A transport of its own, closed after: on kafka-go's DefaultTransport
-	// the connections (and their goroutines) would stay for whatever else
-	// in the process uses it next, e.g. the consumer's writers, whose CPU
-	// the decision benchmark tells apart by goroutine labels.
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(b.addrs...), Timeout: 10 * time.Second, Transport: tr}
+	cl := &kafka.Client{Addr: kafka.TCP(b.addrs...), Timeout: 10 * time.Second}
 	req := &kafka.CreateTopicsRequest{}
 	for _, t := range topics {
 		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: t, NumPartitions: partitions, ReplicationFactor: 1})
