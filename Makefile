@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test bench bench-e2e bench-keys lint run run-bandit fuzz image broker soak
+.PHONY: build test bench bench-e2e bench-decisions bench-keys lint run run-bandit fuzz image broker soak
 
 build:
 	$(GO) build $(PKGS)
@@ -32,6 +32,14 @@ broker:
 # cheap learner next to a bare kafka-go relay (figures in docs/operations.md).
 bench-e2e:
 	$(GO) run ./cmd/benche2e
+
+# Decision latency on the embedded broker: bkb (dim 16) per user, 10,000
+# users, 100 candidates per decision, 2,000 decisions/s for DECISION_SECONDS,
+# rewards as in the bandit demo; p50/p99/max latency, achieved rates and
+# CPU (figures in README.md and docs/bandits.md).
+DECISION_SECONDS ?= 60
+bench-decisions:
+	$(GO) run ./cmd/benche2e -decisions -latency-seconds $(DECISION_SECONDS)
 
 # Many-keys benchmark: the consumer process with 1,000,000 distinct keys and
 # cache.max_learners 50,000, next to 10,000 keys: records/s and peak resident

@@ -4,6 +4,7 @@
 // broker, topics and records.
 //
 //	benche2e [-n 200000] [-partitions 4] [-keys 64] [-rate 5000] [-latency-seconds 10] [-model SPEC]
+//	benche2e -decisions [-users 10000] [-arms 100] [-rate 2000] [-latency-seconds 30] [-model SPEC]
 //
 // Throughput: N records are loaded first, then the pipeline drains them; the
 // rate is (outputs - 1) / (last output timestamp - first output timestamp),
@@ -11,6 +12,10 @@
 // Latency: with the pipeline running and ready, records are produced at
 // -rate for -latency-seconds; latency = output Kafka timestamp - input Kafka
 // timestamp of the same id (both set by kafka-go writers on this machine).
+//
+// -decisions measures bandit decisions instead (make bench-decisions; see
+// decisions.go): decision and reward records of -users users at -rate
+// decisions/s, latency of each decision's answer, achieved rates and CPU.
 package main
 
 import (
@@ -49,6 +54,10 @@ func main() {
 	}
 }
 
+// decisionsModel is the learner of -decisions: BKB with its defaults
+// (docs/bandits.md) at the bench target's dimension.
+const decisionsModel = `{"algorithm":"bkb","dim":16}`
+
 type options struct {
 	n, partitions, keys int
 	rate                float64
@@ -59,6 +68,10 @@ type options struct {
 	skipProcessor       bool
 	cpMaxRecords        int
 	cpInterval          time.Duration
+	decisions           bool
+	users, arms         int
+	decimals            int
+	model               string // the -model text as given
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -75,7 +88,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.skipProcessor, "skip-processor", false, "measure the relay only")
 	fs.IntVar(&o.cpMaxRecords, "checkpoint-max-records", config.Default().Checkpoint.MaxRecords, "kernelstream's checkpoint.max_records")
 	fs.DurationVar(&o.cpInterval, "checkpoint-interval", config.Default().Checkpoint.Interval, "kernelstream's checkpoint.interval")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (broker included) to this file")
+	fs.BoolVar(&o.decisions, "decisions", false, "measure bandit decisions (defaults: -rate 2000, -latency-seconds 30, -model "+decisionsModel+")")
+	fs.IntVar(&o.users, "users", 10000, "-decisions: users (routing keys)")
+	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
+	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (broker included; -decisions: of the paced run) to this file")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,7 +101,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Println("benche2e", buildinfo.Get())
 		return nil
 	}
-	if *cpuProfile != "" {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.decisions {
+		// The bench target of issue 13 unless told otherwise.
+		if !set["rate"] {
+			o.rate = 2000
+		}
+		if !set["latency-seconds"] {
+			o.latencySeconds = 30
+		}
+		if !set["model"] {
+			*spec = decisionsModel
+		}
+	}
+	if *cpuProfile != "" && !o.decisions {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
 			return err
@@ -96,6 +127,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	var err error
+	o.model = *spec
 	if o.spec, err = models.ParseSpec(*spec); err != nil {
 		return err
 	}
@@ -116,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer b.Close()
+	if o.decisions {
+		return runDecisions(ctx, b, o, *cpuProfile, stdout, stderr)
+	}
 
 	type row struct {
 		name           string

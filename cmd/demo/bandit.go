@@ -29,6 +29,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/banditenv"
+	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/service"
 	"github.com/kernelstream/kernelstream/models"
@@ -158,31 +159,9 @@ func (l *banditLoop) fail(err error) {
 
 // read follows the output topic from its start.
 func (l *banditLoop) read(ctx context.Context, addr string) {
-	var wg sync.WaitGroup
-	for p := 0; p < demoPartitions; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: l.output, Partition: p,
-				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 50 * time.Millisecond})
-			defer r.Close()
-			if err := r.SetOffset(kafka.FirstOffset); err != nil {
-				l.fail(err)
-				return
-			}
-			for {
-				m, err := r.ReadMessage(ctx)
-				if err != nil {
-					if ctx.Err() == nil {
-						l.fail(fmt.Errorf("read %s/%d: %w", l.output, p, err))
-					}
-					return
-				}
-				l.answer(m.Value)
-			}
-		}()
+	if err := broker.Follow(ctx, []string{addr}, l.output, demoPartitions, 50*time.Millisecond, func(m kafka.Message) { l.answer(m.Value) }); err != nil {
+		l.fail(err)
 	}
-	wg.Wait()
 }
 
 // feed writes every record that can be written (decisions, and the rewards

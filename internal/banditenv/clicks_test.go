@@ -438,3 +438,46 @@ func TestClickTuning(t *testing.T) {
 		t.Logf("%s: all %.3f first %d %.3f last %d %.3f (expected %.3f); expected by %d: %s (%v)", p, rate(res.clicks), l, rate(res.clicks[:l]), l, rate(res.clicks[n-l:]), mean(res.prob[n-l:]), w, strings.Join(parts, " "), time.Since(start))
 	}
 }
+
+// TestClickDecimals: a rounded catalogue is what the decision records
+// carry, to the last digit (the benchmark's short records, exact replays).
+func TestClickDecimals(t *testing.T) {
+	e, err := NewClicks(ClickConfig{Users: 3, Items: 50, Dim: 16, Candidates: 20, Decimals: 4}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < e.Config().Items; i++ {
+		for _, v := range e.Item(i) {
+			if r := math.Round(v*1e4) / 1e4; r != v {
+				t.Fatalf("item %d: feature %v is not rounded to 4 decimals", i, v)
+			}
+		}
+	}
+	var rec ClickRecord
+	if !e.Stream(1).Next(&rec) {
+		t.Fatal("no record")
+	}
+	var d struct {
+		Arms []struct {
+			ID string    `json:"id"`
+			X  []float64 `json:"x"`
+		} `json:"arms"`
+	}
+	if err := json.Unmarshal(rec.Value, &d); err != nil || len(d.Arms) != 20 {
+		t.Fatalf("record %s: %v, %d arms", rec.Value, err, len(d.Arms))
+	}
+	for _, a := range d.Arms {
+		var i int
+		fmt.Sscanf(a.ID, "item-%d", &i)
+		if !reflect.DeepEqual(a.X, e.Item(i)) {
+			t.Fatalf("arm %s: x %v, item %v", a.ID, a.X, e.Item(i))
+		}
+	}
+	// Each number is at most "-0.1234": 7 characters.
+	if n := len(rec.Value); n > 20*(len(`{"id":"item-00","x":[]},`)+16*8)+100 {
+		t.Fatalf("record of %d bytes: features not short", n)
+	}
+	if _, err := NewClicks(ClickConfig{Decimals: -1}, 1); err == nil {
+		t.Fatal("negative decimals accepted")
+	}
+}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -77,4 +78,41 @@ func readPartition(ctx context.Context, addrs []string, topic string, partition 
 			return msgs, nil
 		}
 	}
+}
+
+// Follow reads partitions 0..partitions-1 of topic from their first
+// offset until ctx ends, one reader per partition, and hands every message
+// to fn (from the partition's goroutine: fn is called concurrently across
+// partitions, in offset order within one). maxWait bounds a fetch's wait
+// for new messages. It returns when every reader has stopped: nil when ctx
+// ended, else the read errors. The bandit demo and the decision benchmark
+// follow their consumer's output with it.
+func Follow(ctx context.Context, addrs []string, topic string, partitions int, maxWait time.Duration, fn func(kafka.Message)) error {
+	var wg sync.WaitGroup
+	errs := make([]error, partitions)
+	for p := 0; p < partitions; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: topic, Partition: p,
+				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: maxWait})
+			defer r.Close()
+			if err := r.SetOffset(kafka.FirstOffset); err != nil {
+				errs[p] = err
+				return
+			}
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs[p] = fmt.Errorf("broker: read %s/%d: %w", topic, p, err)
+					}
+					return
+				}
+				fn(m)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
