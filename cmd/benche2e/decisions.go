@@ -29,7 +29,9 @@ package main
 // reader and consumer together) and the consumer's share from a CPU
 // profile of the run, in which every goroutine the consumer starts carries
 // the pprof label part=consumer (the feeder and reader part=bench; the
-// broker and the runtime's own GC workers none).
+// broker and the runtime's own GC workers none). Some of kafka-go's
+// connection goroutines show up without a label, so the consumer's share is
+// a lower bound (docs/bandits.md).
 
 import (
 	"bytes"
