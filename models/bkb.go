@@ -132,12 +132,17 @@ type bkb struct {
 	sumK   float64   // sum_i c_i k(p_i, p_i)
 	kappa2 float64
 	rho    float64 // factor of every p, below 1 once max_budget has bound
-	// Memo of the last arm set: valid while S and the arms are unchanged.
+	// Arm memo. lastArms is a hash of the last arm set chosen from; an arm
+	// set chosen from twice in a row becomes the memo (armOK): its values
+	// are then updated per pull and are state, valid while S is unchanged.
+	// Fresh candidates every request never become a memo, so the state does
+	// not carry them.
+	lastArms uint64
 	armOK    bool
 	nArms    int
-	arms     []float64
-	aq, amu  []float64
-	za, ares []float64 // derived: embeddings and residual terms of the memo arms
+	arms     []float64 // the arms of the last Choose (state only when armOK)
+	aq, amu  []float64 // their z'V^{-1}z and means (state only when armOK)
+	za, ares []float64 // derived: their embeddings and residual terms
 
 	// Derived.
 	ksu       []float64 // kernel cache: row i (stride ksuStride) is k_S(p_i)
@@ -314,7 +319,9 @@ func (b *bkb) sumVariances() float64 {
 	return math.Max(b.sumK-(trV-lambda*m), 0)/lambda + math.Max(m-lambda*b.trVinv, 0)
 }
 
-// syncArms makes the memo hold the posterior at arms.
+// syncArms brings the posterior at arms into aq, amu and ares: from the
+// memo when arms is its set, computed otherwise (and kept as the memo when
+// the previous Choose had the same set).
 func (b *bkb) syncArms(arms [][]float64) {
 	n, d := len(arms), b.dim
 	same := b.armOK && b.nArms == n
@@ -324,6 +331,9 @@ func (b *bkb) syncArms(arms [][]float64) {
 	if same {
 		return
 	}
+	h := hashArms(arms)
+	repeated := h == b.lastArms
+	b.lastArms = h
 	b.arms = growFloats(b.arms, n*d)
 	b.aq = growFloats(b.aq, n)
 	b.amu = growFloats(b.amu, n)
@@ -333,9 +343,20 @@ func (b *bkb) syncArms(arms [][]float64) {
 		}
 		copy(b.arms[j*d:], a)
 	}
-	b.nArms, b.armOK = n, true
+	b.nArms, b.armOK = n, repeated
 	b.embedArms()
 	b.memoValues()
+}
+
+// hashArms hashes an arm set (its size, then every feature's bits, -0 as
+// +0). A collision only decides whether a set becomes the memo: the memo
+// itself is matched by comparing the arms.
+func hashArms(arms [][]float64) uint64 {
+	h := uint64(14695981039346656037) ^ uint64(len(arms))
+	for _, a := range arms {
+		h = h*1099511628211 ^ hashPoint(a)
+	}
+	return h
 }
 
 // memoValues computes the memo arms' z'V^{-1}z and means from their

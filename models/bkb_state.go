@@ -9,9 +9,10 @@ import (
 
 // MarshalBinary writes the whole posterior: the stored arms with their
 // counts, sums, uniforms and last pulls, S, the factors L_S and L_V, r, the
-// members' variances, the traces, the memo of the last arm set, t and the
-// PRNG. Everything a step reads is here, so a restored learner is
-// bit-identical. About 8 (U (d + 4) + m^2 + A (d + 2)) bytes.
+// members' variances, the traces, the hash of the last arm set and the arm
+// memo if there is one, t and the PRNG. Everything a step reads is here, so a
+// restored learner is bit-identical. About 8 (U (d + 4) + m^2) bytes, plus
+// 8 A (d + 2) for a memo (a repeated arm set).
 func (b *bkb) MarshalBinary() ([]byte, error) {
 	u, m := len(b.cnt), b.ls.N
 	w := NewStateWriter(make([]byte, 0, 96+8*(u*(b.dim+4)+m*(m+4)+b.nArms*(b.dim+2))), "bkb", bkbStateVersion)
@@ -31,6 +32,7 @@ func (b *bkb) MarshalBinary() ([]byte, error) {
 	w.Float(b.sumK)
 	w.Float(b.kappa2)
 	w.Float(b.rho)
+	w.Uint(b.lastArms)
 	w.Bool(b.armOK)
 	if b.armOK {
 		w.Floats(b.arms[:b.nArms*b.dim])
@@ -67,6 +69,7 @@ func (b *bkb) UnmarshalBinary(blob []byte) error {
 	nb.sumK = r.Float()
 	nb.kappa2 = r.Float()
 	nb.rho = r.Float()
+	nb.lastArms = r.Uint()
 	nb.armOK = r.Bool()
 	nb.arms, nb.aq, nb.amu, nb.nArms = nil, nil, nil, 0
 	if nb.armOK {

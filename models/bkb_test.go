@@ -341,6 +341,9 @@ func TestBKBFreshRoundTripExact(t *testing.T) {
 		orig := newBandit(t, spec, "u")
 		r := NewRand(9)
 		playFresh(t, orig, 3, 8, cut, r)
+		if orig.(*bkb).armOK {
+			t.Fatalf("cut %d: fresh candidates became the arm memo (the state would carry them)", cut)
+		}
 		blob, _ := orig.MarshalBinary()
 		restored := newBandit(t, spec, "u")
 		if err := restored.UnmarshalBinary(blob); err != nil {
