@@ -64,9 +64,10 @@
 //     bounds the stored arms: at the cap a new distinct arm replaces the
 //     stored arm outside S pulled least recently, whose observations leave
 //     the posterior (a rank-one downdate).
-//   - Determinism: the whole posterior is state, the memo of the last arm set
-//     included (its z'V^{-1}z and means, updated per pull in O(A m)), so a
-//     restored learner makes bit-identical choices; every `refresh` pulls the
+//   - Determinism: the whole posterior is state, and so is the memo of an arm
+//     set chosen from twice in a row (its z'V^{-1}z and means, updated per
+//     pull in O(A m)), so a restored learner makes bit-identical choices;
+//     fresh candidates leave only a hash. Every `refresh` pulls the
 //     per-member variances and the memo are recomputed from L_V, which bounds
 //     the rounding of the incremental updates.
 
