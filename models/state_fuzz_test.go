@@ -52,6 +52,18 @@ func FuzzLearnerState(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(uint8(i), blob[:len(blob)-4])
+		if b, ok := l.(Bandit); ok {
+			// A repeated arm set: the state then carries the arm memo too.
+			arms := [][]float64{{0.1, 0.2, 0.3}, {-0.5, 0, 0.5}}
+			for t := 0; t < 3; t++ {
+				d := b.Choose(arms)
+				if err := b.Observe(arms[d.Arm], 0.5); err != nil {
+					f.Fatal(err)
+				}
+			}
+			blob, _ := l.MarshalBinary()
+			f.Add(uint8(i), blob[:len(blob)-4])
+		}
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		sp := fuzzSpecs[int(which)%len(fuzzSpecs)]
