@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	banditCrashDecisions = 12000 // + 12000 delayed rewards
+	banditCrashDecisions = 8000 // + 8000 delayed rewards
 	banditCrashUsers     = 8
 )
 
