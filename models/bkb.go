@@ -38,12 +38,13 @@
 //     pseudo-inverse root), L_V (Cholesky factor of V), r = sum_i ysum_i z_i
 //     and, per member of S, z_s'V^{-1}z_s. A pull is a rank-one update of L_V
 //     (O(m^2)); a point joining S borders L_S and L_V (its new coordinate
-//     for the stored points costs one kernel row over them, O(U m d), the
-//     only step that touches old arms); a point leaving S deletes its row of
+//     for the stored points costs one kernel evaluation per stored arm and
+//     O(U m) from a kernel cache of k_S(p_i), the only step that touches
+//     old arms); a point leaving S deletes its row of
 //     L_S with Givens rotations and rotates L_V and r the same way, dropping
 //     one coordinate (O(m^2), exactly the Nystrom posterior of the smaller
 //     S). A step costs O(A m^2) for Choose over A arms and O(m^2) for Observe,
-//     plus O(U m d) in the rounds where a point joins S.
+//     plus O(U (m + d)) in the rounds where a point joins S.
 //   - Stable inverse root: a point whose residual k(s,s) - ||l||^2 is below
 //     1e-9 k(s,s) (numerically in the span of S) does not join; Size() is m.
 //   - If every member would leave, the one with the largest p stays, so S is
@@ -150,7 +151,7 @@ type bkb struct {
 	ksuStride int
 	w         []float64 // V^{-1} r
 	index     slotIndex
-	prob      []float64 // per member of S: p of the last resampling (tests)
+	prob      []float64 // per member of S: p of the last resampling (shrink reads it)
 
 	// Scratch.
 	kb, zb, ub, vb, xb []float64
@@ -193,10 +194,7 @@ func (b *bkb) scratch(m int) {
 // residual term (k(x,x) - ||z||^2)/lambda.
 func (b *bkb) embed(z, x []float64) float64 {
 	m := b.ls.N
-	kb := b.kb[:m]
-	for k, s := range b.dict {
-		kb[k] = b.kern.Eval(b.point(s), x)
-	}
+	kb := b.kernelVector(b.kb[:m], x)
 	solveLower4(&b.ls, z[:m], kb)
 	return math.Max(b.kern.Diag(x)-linalg.Dot(z[:m], z[:m]), 0) / b.bp.lambda
 }
@@ -220,13 +218,18 @@ func solveLower4(t *linalg.Tri, x, y []float64) {
 	}
 }
 
-// kernelRow fills the cache row of stored arm i: k(s, p_i) for s in S.
-func (b *bkb) kernelRow(i int) {
-	row := b.ksu[i*b.ksuStride:]
-	x := b.point(i)
+// kernelVector writes k_S(x) = (k(s, x) for s in S, in S's order) into dst
+// (len m) and returns it.
+func (b *bkb) kernelVector(dst, x []float64) []float64 {
 	for k, s := range b.dict {
-		row[k] = b.kern.Eval(b.point(s), x)
+		dst[k] = b.kern.Eval(b.point(s), x)
 	}
+	return dst
+}
+
+// kernelRow fills the cache row of stored arm i with k_S(p_i).
+func (b *bkb) kernelRow(i int) {
+	b.kernelVector(b.ksu[i*b.ksuStride:i*b.ksuStride+b.ls.N], b.point(i))
 }
 
 // kernelRoom makes the cache's stride hold m columns (re-laid out with

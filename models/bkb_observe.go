@@ -15,7 +15,7 @@ const bkbMaxReward = 1e100
 
 // Observe records the reward of pulling x (sec. 3.1): S_{t+1} is resampled
 // with the variances of the posterior at t, then the pull enters the
-// posterior. O(m^2), plus O(U m d) when a point joins S.
+// posterior. O(m^2), plus O(U (m + d)) when a point joins S.
 func (b *bkb) Observe(x []float64, reward float64) error {
 	if len(x) != b.dim { // input.go: an error, never a panic
 		return fmt.Errorf("bkb: len(x) = %d, want dim = %d: %w", len(x), b.dim, ErrDim)
@@ -303,7 +303,8 @@ func (b *bkb) pull(j int, y float64) {
 // addMember makes stored arm j an inducing point: L_S gains the row
 // [l', l_nn] (l = z(x_j)), every stored arm gains the coordinate
 // zeta_i = (k(x_j, p_i) - l'z_i)/l_nn, and L_V is bordered with
-// b = sum_i c_i zeta_i z_i, d = lambda + sum_i c_i zeta_i^2 (O(U m d)). A
+// b = sum_i c_i zeta_i z_i, d = lambda + sum_i c_i zeta_i^2: O(U (m + d)),
+// one kernel evaluation per stored arm, the rest from the kernel cache. A
 // point numerically in the span of S does not join.
 func (b *bkb) addMember(j int) {
 	x := b.point(j)

@@ -82,6 +82,12 @@ func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64,
 	start := time.Now()
 	var windows []banditWindow
 	winStart, winEnv, winRegret := start, time.Duration(0), 0.0
+	closeWindow := func(end int) { // the learner's time only, as for seconds
+		now := time.Now()
+		windows = append(windows, banditWindow{End: end, Regret: regret - winRegret,
+			Micros: float64((now.Sub(winStart) - (envTime - winEnv)).Microseconds()) / float64(window), Dictionary: l.Size()})
+		winStart, winEnv, winRegret = now, envTime, regret
+	}
 	for t := 0; t < rounds; t++ {
 		if e.Fresh() && t > 0 {
 			t0 := time.Now()
@@ -89,10 +95,7 @@ func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64,
 			envTime += time.Since(t0)
 		}
 		if window > 0 && t > 0 && t%window == 0 {
-			now := time.Now()
-			windows = append(windows, banditWindow{End: t, Regret: regret - winRegret,
-				Micros: float64((now.Sub(winStart) - (envTime - winEnv)).Microseconds()) / float64(window), Dictionary: l.Size()})
-			winStart, winEnv, winRegret = now, envTime, regret
+			closeWindow(t)
 		}
 		random += e.RandomRegret()
 		d := b.Choose(x)
@@ -105,8 +108,7 @@ func runBandit(env string, spec models.Spec, arms, dim, rounds int, seed uint64,
 		}
 	}
 	if window > 0 && rounds%window == 0 {
-		windows = append(windows, banditWindow{End: rounds, Regret: regret - winRegret,
-			Micros: float64((time.Since(winStart) - (envTime - winEnv)).Microseconds()) / float64(window), Dictionary: l.Size()})
+		closeWindow(rounds)
 	}
 	return banditResult{
 		Windows:      windows,
