@@ -1,11 +1,13 @@
 package processor
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
 )
 
 // episode logs a failing operation once per episode: a warning at the first
@@ -28,6 +30,7 @@ type readerLog struct {
 }
 
 func (e *episode) fail(err error) {
+	err = briefWriteErrors(err)
 	if e.fails == 0 {
 		e.since = time.Now()
 		e.log.Warn().Err(err).Str("op", e.what).Msg("kafka unavailable, retrying with backoff")
@@ -35,6 +38,22 @@ func (e *episode) fail(err error) {
 		e.log.Debug().Err(err).Str("op", e.what).Int("attempt", e.fails+1).Msg("still failing")
 	}
 	e.fails++
+}
+
+// briefWriteErrors shortens kafka-go's WriteErrors, whose message repeats
+// the error of every message of a failed batch (hundreds of identical
+// "connection refused" in one log line), to the count and the first one.
+func briefWriteErrors(err error) error {
+	var we kafka.WriteErrors
+	if !errors.As(err, &we) {
+		return err
+	}
+	for _, e := range we {
+		if e != nil {
+			return fmt.Errorf("%d of %d messages not written, the first: %w", we.Count(), len(we), e)
+		}
+	}
+	return err
 }
 
 func (e *episode) ok() {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,8 +43,25 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asConsumer) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	overlapWaits()
 	os.Exit(m.Run())
 }
+
+// overlapWaits raises -test.parallel, unless given, to parallelWaiting: the
+// end-to-end tests spend most of their time waiting (a killed member's
+// session timeout, a paced stream), not computing, so more of them at once
+// than GOMAXPROCS (the default, 2 on a small CI machine) overlap those
+// waits instead of queueing behind them.
+func overlapWaits() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(parallelWaiting)) //nolint:errcheck // the flag exists once testing's flags are parsed
+	}
+}
+
+const parallelWaiting = 8
 
 // consumerProcess is the consumer running as a child process.
 type consumerProcess struct {
@@ -109,7 +127,12 @@ func startConsumer(t *testing.T, configPath, logPath string, env ...string) *con
 	}
 	before, _ := os.ReadFile(logPath)
 	cmd := exec.Command(os.Args[0], "-config", configPath)
-	cmd.Env = append(append(os.Environ(), asConsumer+"=1"), env...)
+	// One P per consumer, as on a one-CPU pod (the runtime sizes GOMAXPROCS
+	// from the CPU limit): up to a dozen consumers share this machine's
+	// cores during the tests, and idle Ps spinning for work in each of them
+	// cost about a sixth of the package's CPU. A GOMAXPROCS in the test's
+	// environment comes later in the list and wins.
+	cmd.Env = append(append(append([]string{"GOMAXPROCS=1"}, os.Environ()...), asConsumer+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -48,22 +48,33 @@ func NewWriter(t Target, topic string) *kafka.Writer {
 	}
 }
 
+// sizedWriter is NewWriter with its per-partition batch capped at the
+// records one WriteMessages call carries: kafka-go allocates a batch's full
+// BatchSize of messages up front, so a paced feed writing a few records a
+// call would otherwise clear 1000-message arrays a hundred times a second
+// per partition.
+func sizedWriter(t Target, topic string, batch int) *kafka.Writer {
+	w := NewWriter(t, topic)
+	w.BatchSize = min(w.BatchSize, batch)
+	return w
+}
+
 // Produce writes every record of f to t and returns how many it wrote.
 // Records of one key keep their order (one synchronous batch at a time).
 func Produce(ctx context.Context, f *Feed, t Target, o ProduceOptions) (int, error) {
-	input := NewWriter(t, t.Topic)
-	defer input.Close()
-	labels := input
-	if t.LabelsTopic != "" && t.LabelsTopic != t.Topic {
-		labels = NewWriter(t, t.LabelsTopic)
-		defer labels.Close()
-	}
 	batch := o.Batch
 	if batch <= 0 {
 		batch = 500
 		if o.Rate > 0 && o.Rate < 5000 {
 			batch = max(1, int(o.Rate/100)) // about 100 batches a second
 		}
+	}
+	input := sizedWriter(t, t.Topic, batch)
+	defer input.Close()
+	labels := input
+	if t.LabelsTopic != "" && t.LabelsTopic != t.Topic {
+		labels = sizedWriter(t, t.LabelsTopic, batch)
+		defer labels.Close()
 	}
 	var (
 		rec      Record
