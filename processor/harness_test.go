@@ -22,8 +22,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/testparallel"
 	"github.com/kernelstream/kernelstream/models"
 )
+
+// TestMain runs up to 8 tests at once: the broker tests mostly wait (group
+// joins, an outage, rebalances), so they overlap instead of queueing.
+func TestMain(m *testing.M) {
+	testparallel.Default(8)
+	os.Exit(m.Run())
+}
 
 // Topics of every test cluster.
 const (

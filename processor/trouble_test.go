@@ -12,7 +12,7 @@ import (
 // retries with backoff, logs once per episode, resumes and loses nothing:
 // final states equal the direct replay and every id has a prediction.
 func TestBrokerTrouble(t *testing.T) {
-	const outage = 4 * time.Second // several retries at RetryBackoffMax 1 s
+	const outage = 3 * time.Second // several retries at RetryBackoffMax 1 s
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("takes ~10 s")

@@ -92,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.users, "users", 10000, "-decisions: users (routing keys)")
 	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (broker included; -decisions: of the paced run) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's throughput drain (broker included) to this file and the relay's to FILE.relay (-decisions: of the paced run)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -114,17 +114,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if !set["model"] {
 			*spec = decisionsModel
 		}
-	}
-	if *cpuProfile != "" && !o.decisions {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
 	}
 	var err error
 	o.model = *spec
@@ -161,14 +150,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var rows []row
 	pipelines := []struct {
-		name  string
-		skip  bool
-		start func(ctx context.Context, in, out string) (stop func() error, err error)
+		name    string
+		profile string // the -cpuprofile file's suffix
+		skip    bool
+		start   func(ctx context.Context, in, out string) (stop func() error, err error)
 	}{
-		{"kafka-go relay (read, write, no learning)", o.skipRelay, func(ctx context.Context, in, out string) (func() error, error) {
+		{"kafka-go relay (read, write, no learning)", ".relay", o.skipRelay, func(ctx context.Context, in, out string) (func() error, error) {
 			return startRelay(ctx, b.Addrs(), in, out, o.partitions)
 		}},
-		{fmt.Sprintf("kernelstream (%s, dim %d)", o.spec.Algorithm, o.spec.Dim), o.skipProcessor, func(ctx context.Context, in, out string) (func() error, error) {
+		{fmt.Sprintf("kernelstream (%s, dim %d)", o.spec.Algorithm, o.spec.Dim), "", o.skipProcessor, func(ctx context.Context, in, out string) (func() error, error) {
 			return startProcessor(ctx, b.Addrs(), in, out, o)
 		}},
 	}
@@ -186,6 +176,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if _, err := produce(ctx, b.Addrs(), tIn, o, o.n, 0); err != nil {
 			return err
 		}
+		stopProfile, err := startProfile(*cpuProfile, pl.profile)
+		if err != nil {
+			return err
+		}
 		cpu0 := cpuTime()
 		stop, err := pl.start(ctx, tIn, tOut)
 		if err != nil {
@@ -193,6 +187,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		err = waitCount(ctx, b.Addrs(), tOut, o.partitions, o.n, 5*time.Minute)
 		cpu := cpuTime() - cpu0
+		stopProfile()
 		if err := errors.Join(err, stop()); err != nil {
 			return err
 		}
@@ -239,6 +234,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\nkernelstream / relay throughput: %.2f (target >= 0.5); kernelstream p99 %.1f ms (target < 50 ms)\n", rows[1].tput/rows[0].tput, rows[1].p99)
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile into file+suffix (nothing when file is
+// empty); the returned function stops it.
+func startProfile(file, suffix string) (func(), error) {
+	if file == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(file + suffix)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // produce writes n records with inline labels to topic and returns each

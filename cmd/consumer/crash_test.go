@@ -24,14 +24,14 @@ import (
 
 const (
 	crashPartitions = 4
-	crashFeatures   = 50000 // + 50000 delayed labels = a 100k-record stream
+	crashFeatures   = 30000 // + 30000 delayed labels = a 60k-record stream
 	crashKeys       = 8
 	crashGrace      = 15 * time.Second // shutdown.grace of fmtConfig: SIGTERM must exit 0 within it
 )
 
 // TestCrashSafety is the reliability contract of docs/pipeline.md ("Guarantees"): the consumer
 // runs as a separate process and is killed with SIGKILL at several random
-// (seeded) moments of a 100k-record stream, each time restarted on the same
+// (seeded) moments of a 60k-record stream, each time restarted on the same
 // checkpoint directory. At the end every learner's state bytes equal those
 // of an uninterrupted run over the same input, and every input id has at
 // least one prediction on the output topic.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/testparallel"
 	"github.com/kernelstream/kernelstream/processor"
 )
 
@@ -43,25 +43,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asConsumer) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	overlapWaits()
+	// The end-to-end tests mostly wait (session timeouts, paced streams).
+	testparallel.Default(8)
 	os.Exit(m.Run())
 }
-
-// overlapWaits raises -test.parallel, unless given, to parallelWaiting: the
-// end-to-end tests spend most of their time waiting (a killed member's
-// session timeout, a paced stream), not computing, so more of them at once
-// than GOMAXPROCS (the default, 2 on a small CI machine) overlap those
-// waits instead of queueing behind them.
-func overlapWaits() {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", strconv.Itoa(parallelWaiting)) //nolint:errcheck // the flag exists once testing's flags are parsed
-	}
-}
-
-const parallelWaiting = 8
 
 // consumerProcess is the consumer running as a child process.
 type consumerProcess struct {

@@ -25,9 +25,9 @@ import (
 
 const (
 	membersPartitions = 8
-	membersFeatures   = 15000 // + 15000 delayed labels
+	membersFeatures   = 8000 // + 8000 delayed labels
 	membersKeys       = 32
-	membersRate       = 2200 // records/s: the stream lasts about 14 s, so members change mid-stream
+	membersRate       = 1200 // records/s: the stream lasts about 13 s, so members change mid-stream
 )
 
 // TestMembersJoinAndLeave runs the consumer group as separate processes, each

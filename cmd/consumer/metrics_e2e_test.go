@@ -136,7 +136,10 @@ func TestMetricsEndToEnd(t *testing.T) {
 		s, text := scrape()
 		samples = append(samples, s)
 		last = text
-		if liveDone.Load() && s.records >= total && s.lag == 0 && s.updates >= metricsBacklog+metricsLive {
+		// The latency histogram is observed when the output is
+		// acknowledged, after the prediction is counted.
+		acked, _ := sumMetric(text, "kernelstream_input_to_prediction_seconds_count")
+		if liveDone.Load() && s.records >= total && s.lag == 0 && s.updates >= metricsBacklog+metricsLive && acked >= metricsBacklog+metricsLive {
 			break
 		}
 		select {
