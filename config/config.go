@@ -46,7 +46,7 @@ type Kafka struct {
 	OffsetReset    string   `yaml:"offset_reset" doc:"when the offset to resume from is out of the log's range (topic recreated, retention passed it): earliest (read the log from its start), latest (skip to its end) or fail (the partition stops, not ready); always logged and counted"`
 	WrongPartition string   `yaml:"wrong_partition" doc:"records whose key belongs to another partition under murmur2 (a producer with another partitioner): count (log and count, process anyway) or dead_letter (reason wrong_partition)"`
 	// Group membership and retries.
-	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move"`
+	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move (the broker must allow it: Kafka accepts 6s to 30m by default, else the consumer exits 3)"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"group heartbeat interval (below session_timeout)"`
 	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout" doc:"time members get to rejoin during a rebalance"`
 	RetryBackoffMax   time.Duration `yaml:"retry_backoff_max" doc:"cap of the exponential backoff of every retry loop (join, fetch, produce, checkpoint)"`

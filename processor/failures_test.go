@@ -45,6 +45,21 @@ func runToError(t *testing.T, cfg Config) error {
 	return err
 }
 
+// TestSessionTimeoutRefused: a session timeout below the broker's minimum
+// (kfake's default, as Kafka's, is 6 s) is a configuration error, returned
+// with ErrClusterMismatch and the setting's value, not retried as an outage.
+func TestSessionTimeoutRefused(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	defer c.Close()
+	cfg := testConfig(t, c.ListenAddrs()[0], t.TempDir(), lmsSpec, nil)
+	cfg.SessionTimeout, cfg.HeartbeatInterval = 2*time.Second, 500*time.Millisecond
+	err := runToError(t, cfg)
+	if !errors.Is(err, ErrClusterMismatch) || !strings.Contains(err.Error(), "SessionTimeout 2s") {
+		t.Fatalf("Run: %v, want ErrClusterMismatch naming SessionTimeout 2s", err)
+	}
+}
+
 // TestStartupTopicChecks: a missing topic, labels not co-partitioned with
 // the input or a changelog topic of another partition count (its cleanup
 // policy is checked in package changelog) is refused before joining, with

@@ -265,6 +265,12 @@ func (p *Processor) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
+			if errors.Is(err, kafka.InvalidSessionTimeout) {
+				// A setting the broker refuses at every attempt, not an
+				// outage: retrying would only log "unavailable" forever.
+				leave()
+				return fmt.Errorf("processor: %w: SessionTimeout %v is outside the broker's group.min.session.timeout.ms to group.max.session.timeout.ms (6 s to 30 min by default): %w", ErrClusterMismatch, cfg.SessionTimeout, err)
+			}
 			ep.fail(err)
 			select {
 			case <-ctx.Done():
