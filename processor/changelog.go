@@ -154,9 +154,21 @@ func (w *worker) localSeq() (uint64, bool, error) {
 // applyChangelog replaces the partition's Badger state with st: its
 // pending entries are written now, its learners are handed to the cache
 // (warm.go) and reach Badger with the next checkpoints, and the marker's meta
-// is the partition's until then. It notes the keys whose bundle is newer
-// than the marker.
+// is the partition's until then. It notes the keys whose bundle is ahead of
+// the marker.
+//
+// Ahead means input or labels offsets beyond the marker's, not a higher
+// sequence number: a run that starts with no marker numbers its checkpoints
+// from 1 again, so the bundles of an earlier run's first checkpoint, killed
+// before its marker, can carry the sequence number of a later run's marker
+// while holding their keys' records far beyond it. Their states are still
+// right at their own offsets (records are applied deterministically), so
+// they count as ahead like any unfinished checkpoint's bundles.
 func (w *worker) applyChangelog(st *changelog.State) error {
+	at := &worker{p: w.p, part: w.part}
+	if err := at.decodeMeta(st.Marker.Meta); err != nil {
+		return fmt.Errorf("the changelog's last marker: %w", err)
+	}
 	cp := checkpoint.Checkpoint{}
 	w.skip = nil
 	warm := make(map[string][]byte, len(st.Bundles))
@@ -170,10 +182,11 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 		if b.HasLastRecord && w.cfg.KeyTTL > 0 {
 			cp.Idle = append(cp.Idle, checkpoint.Op{Key: []byte(k), Value: encodeIdle(b.LastRecord)})
 		}
-		if b.Empty() && b.Seq <= st.Marker.Seq {
+		ahead := b.NextIn > at.nextIn || b.NextLab > at.nextLab
+		if b.Empty() && !ahead {
 			w.tombstones = append(w.tombstones, k) // erased: its empty bundle may go
 		}
-		if b.Seq > st.Marker.Seq {
+		if ahead {
 			if w.skip == nil {
 				w.skip = map[string]changelogSkip{}
 			}

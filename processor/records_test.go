@@ -312,3 +312,47 @@ func TestWarmRestore(t *testing.T) {
 	}
 	checkStates(t, replay(t, lmsSpec, append(append([]testRecord(nil), first...), then...), DefaultTopK), ts.close())
 }
+
+// TestRestoreAfterAbandonedFirstCheckpoint: a run killed during its first
+// checkpoint leaves bundles without a marker; the next run starts afresh and
+// numbers its checkpoints from 1 again, so its first marker carries the
+// same sequence number as those bundles. The keys the new marker's
+// checkpoint did not write keep the abandoned bundles, whose states hold
+// records far beyond the marker: the restore must treat them as ahead (skip
+// their records below the bundles' offsets), or it applies those records
+// twice.
+func TestRestoreAfterAbandonedFirstCheckpoint(t *testing.T) {
+	t.Parallel()
+	recs := stream(3, 10, 3, 61) // user-0, user-1, user-2, user-0, ...
+	abandoned := newTester(t, lmsSpec, nil)
+	abandoned.w.p.cfg.Changelog.Topic = "cl"
+	abandoned.consume(recs...)
+	old := changelogState(t, abandoned) // its marker never reached Kafka
+
+	fresh := newTester(t, lmsSpec, nil)
+	fresh.w.p.cfg.Changelog.Topic = "cl"
+	fresh.consume(recs[0])
+	st := changelogState(t, fresh)
+	if st.Marker.Seq != old.Bundles["user-1"].Seq {
+		t.Fatalf("the scenario needs equal sequence numbers: marker %d, abandoned bundle %d", st.Marker.Seq, old.Bundles["user-1"].Seq)
+	}
+	for k, b := range old.Bundles {
+		if _, written := st.Bundles[k]; !written {
+			st.Bundles[k] = b // the newest record of a key the fresh run did not write
+		}
+	}
+
+	ts := newTester(t, lmsSpec, nil)
+	if err := ts.w.applyChangelog(st); err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.w.skip) != 2 {
+		t.Errorf("%d keys ahead of the marker, want 2 (user-1, user-2)", len(ts.w.skip))
+	}
+	if err := ts.w.restore(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	ts.next[tIn] = ts.w.nextIn
+	ts.consume(recs[1:]...)
+	checkStates(t, replay(t, lmsSpec, recs, DefaultTopK), ts.close())
+}

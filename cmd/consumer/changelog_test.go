@@ -193,29 +193,39 @@ func produceCrashStream(ctx context.Context, t *testing.T, addrs []string, featu
 	return ids
 }
 
-// trimToCommitted deletes the records of topic below the committed offsets
-// of every group given (what retention may do to everything they have all
-// committed).
-func trimToCommitted(ctx context.Context, t *testing.T, addr, topic string, partitions int, groups ...string) {
+// groupOffsets returns group's committed offset of every partition of
+// topic (-1 where it has none).
+func groupOffsets(ctx context.Context, t *testing.T, addr, group, topic string, partitions int) map[int]int64 {
 	t.Helper()
 	ids := make([]int, partitions)
 	for i := range ids {
 		ids[i] = i
 	}
 	kc := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
+	resp, err := kc.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int]int64, partitions)
+	for _, p := range resp.Topics[topic] {
+		out[p.Partition] = p.CommittedOffset
+		if p.Error != nil {
+			out[p.Partition] = -1
+		}
+	}
+	return out
+}
+
+// trimToCommitted deletes the records of topic below the committed offsets
+// of every group given (what retention may do to everything they have all
+// committed).
+func trimToCommitted(ctx context.Context, t *testing.T, addr, topic string, partitions int, groups ...string) {
+	t.Helper()
 	committed := map[int]int64{}
 	for i, group := range groups {
-		resp, err := kc.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range resp.Topics[topic] {
-			off := p.CommittedOffset
-			if p.Error != nil {
-				off = -1
-			}
-			if c, ok := committed[p.Partition]; i == 0 || (ok && off < c) {
-				committed[p.Partition] = off
+		for part, off := range groupOffsets(ctx, t, addr, group, topic, partitions) {
+			if c, ok := committed[part]; i == 0 || (ok && off < c) {
+				committed[part] = off
 			}
 		}
 	}

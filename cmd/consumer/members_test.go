@@ -144,8 +144,27 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	waitProduced(0.25)
 	procs["b"].stop(t, syscall.SIGKILL, 10*time.Second)
 	t.Logf("b killed at %d records", produced.Load())
+	atKill := groupOffsets(ctx, t, addr, "grp", "features", membersPartitions)
 	waitStable(2, "a", "c")
 	waitProduced(0.40)
+	// b's partitions must have been checkpointed by a and c before b comes
+	// back, or b's disk is still current and there is no older checkpoint
+	// to restore over.
+	for {
+		now, moved := groupOffsets(ctx, t, addr, "grp", "features", membersPartitions), true
+		for part, off := range atKill {
+			moved = moved && now[part] > off
+		}
+		if moved {
+			break
+		}
+		alive("a", "c")
+		select {
+		case <-ctx.Done():
+			t.Fatalf("a and c did not checkpoint b's partitions (committed %v, at b's kill %v)", now, atKill)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	procs["b"] = start("b", memberCfg("b"))
 	waitStable(3, "a", "b", "c")
 	// A member lost with its disk, retention past the committed offsets,
