@@ -182,7 +182,7 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 		if b.HasLastRecord && w.cfg.KeyTTL > 0 {
 			cp.Idle = append(cp.Idle, checkpoint.Op{Key: []byte(k), Value: encodeIdle(b.LastRecord)})
 		}
-		ahead := b.NextIn > at.nextIn || b.NextLab > at.nextLab
+		ahead := b.NextIn > at.nextIn || (w.cfg.LabelsTopic != "" && b.NextLab > at.nextLab) // as skipDone
 		if b.Empty() && !ahead {
 			w.tombstones = append(w.tombstones, k) // erased: its empty bundle may go
 		}

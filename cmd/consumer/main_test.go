@@ -112,12 +112,7 @@ func startConsumer(t *testing.T, configPath, logPath string, env ...string) *con
 	}
 	before, _ := os.ReadFile(logPath)
 	cmd := exec.Command(os.Args[0], "-config", configPath)
-	// One P per consumer, as on a one-CPU pod (the runtime sizes GOMAXPROCS
-	// from the CPU limit): up to a dozen consumers share this machine's
-	// cores during the tests, and idle Ps spinning for work in each of them
-	// cost about a sixth of the package's CPU. A GOMAXPROCS in the test's
-	// environment comes later in the list and wins.
-	cmd.Env = append(append(append([]string{"GOMAXPROCS=1"}, os.Environ()...), asConsumer+"=1"), env...)
+	cmd.Env = append(append(os.Environ(), asConsumer+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
