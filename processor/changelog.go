@@ -144,11 +144,21 @@ func (w *worker) localSeq() (uint64, bool, error) {
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	probe := &worker{p: w.p, part: w.part}
-	if err := probe.decodeMeta(meta); err != nil {
+	probe, err := w.metaProbe(meta)
+	if err != nil {
 		return 0, false, err
 	}
 	return probe.ckptSeq, true, nil
+}
+
+// metaProbe decodes a partition meta (Badger's or a changelog marker's)
+// into a throwaway worker of this partition, leaving w as it is.
+func (w *worker) metaProbe(meta []byte) (*worker, error) {
+	probe := &worker{p: w.p, part: w.part, cfg: w.cfg}
+	if err := probe.decodeMeta(meta); err != nil {
+		return nil, err
+	}
+	return probe, nil
 }
 
 // applyChangelog replaces the partition's Badger state with st: its
@@ -165,8 +175,8 @@ func (w *worker) localSeq() (uint64, bool, error) {
 // right at their own offsets (records are applied deterministically), so
 // they count as ahead like any unfinished checkpoint's bundles.
 func (w *worker) applyChangelog(st *changelog.State) error {
-	at := &worker{p: w.p, part: w.part}
-	if err := at.decodeMeta(st.Marker.Meta); err != nil {
+	at, err := w.metaProbe(st.Marker.Meta)
+	if err != nil {
 		return fmt.Errorf("the changelog's last marker: %w", err)
 	}
 	cp := checkpoint.Checkpoint{}
@@ -182,7 +192,7 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 		if b.HasLastRecord && w.cfg.KeyTTL > 0 {
 			cp.Idle = append(cp.Idle, checkpoint.Op{Key: []byte(k), Value: encodeIdle(b.LastRecord)})
 		}
-		ahead := b.NextIn > at.nextIn || (w.cfg.LabelsTopic != "" && b.NextLab > at.nextLab) // as skipDone
+		ahead := !at.reached(changelogSkip{in: b.NextIn, lab: b.NextLab})
 		if b.Empty() && !ahead {
 			w.tombstones = append(w.tombstones, k) // erased: its empty bundle may go
 		}
@@ -211,8 +221,8 @@ func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	probe := &worker{p: w.p, part: w.part}
-	if err := probe.decodeMeta(meta); err != nil {
+	probe, err := w.metaProbe(meta)
+	if err != nil {
 		return err
 	}
 	bundles := map[string]*changelog.Bundle{}
@@ -393,9 +403,15 @@ func (w *worker) skipped(msg *kafka.Message, fromLabels bool) bool {
 // wait until none is left (a checkpoint's offsets must hold for every key).
 func (w *worker) skipDone() bool {
 	for k, s := range w.skip {
-		if w.nextIn >= s.in && (w.cfg.LabelsTopic == "" || w.nextLab >= s.lab) {
+		if w.reached(s) {
 			delete(w.skip, k)
 		}
 	}
 	return len(w.skip) == 0
+}
+
+// reached reports whether the worker's position is at or past s (the
+// labels offset counts only with a labels topic).
+func (w *worker) reached(s changelogSkip) bool {
+	return w.nextIn >= s.in && (w.cfg.LabelsTopic == "" || w.nextLab >= s.lab)
 }

@@ -183,6 +183,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cpu0 := cpuTime()
 		stop, err := pl.start(ctx, tIn, tOut)
 		if err != nil {
+			stopProfile()
 			return err
 		}
 		err = waitCount(ctx, b.Addrs(), tOut, o.partitions, o.n, 5*time.Minute)

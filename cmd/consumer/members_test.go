@@ -147,9 +147,9 @@ func TestMembersJoinAndLeave(t *testing.T) {
 	atKill := groupOffsets(ctx, t, addr, "grp", "features", membersPartitions)
 	waitStable(2, "a", "c")
 	waitProduced(0.40)
-	// b's partitions must have been checkpointed by a and c before b comes
-	// back, or b's disk is still current and there is no older checkpoint
-	// to restore over.
+	// Every partition, b's among them, must have been checkpointed again
+	// (by a and c) before b comes back, or b's disk is still current and
+	// there is no older checkpoint to restore over.
 	for {
 		now, moved := groupOffsets(ctx, t, addr, "grp", "features", membersPartitions), true
 		for part, off := range atKill {
