@@ -6,10 +6,17 @@ PKGS := ./...
 build:
 	$(GO) build $(PKGS)
 
-# The README's test command; .ci/run calls it on a clean clone.
+# The README's test command; .ci/run calls it on a clean clone. The
+# manifests' checks are a module of their own (deployments/k8s/go.mod: the
+# Kubernetes API and kustomize stay out of the service's module); they run
+# beside the service's suite.
+K8S := deployments/k8s
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test -timeout 14m -count=1 $(PKGS)
+	cd $(K8S) && $(GO) vet ./...
+	@log=$$(mktemp); (cd $(K8S) && $(GO) test -count=1 ./... >$$log 2>&1) & k8s=$$!; \
+	$(GO) test -timeout 14m -count=1 $(PKGS); rc=$$?; \
+	wait $$k8s; k8src=$$?; cat $$log; rm -f $$log; exit $$((rc || k8src))
 
 # Learner micro-benchmarks (figures published in README.md).
 bench:
@@ -18,6 +25,7 @@ bench:
 lint:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt needed" && exit 1)
 	$(GO) vet $(PKGS)
+	cd $(K8S) && $(GO) vet ./...
 
 run:
 	$(GO) run ./cmd/demo

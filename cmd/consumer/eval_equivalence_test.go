@@ -19,6 +19,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/synth"
+	"github.com/kernelstream/kernelstream/internal/testbin"
 )
 
 // TestOutputEqualsEvalDump is the equivalence contract of issue 3: for a
@@ -33,10 +34,7 @@ func TestOutputEqualsEvalDump(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	dir := t.TempDir()
-	evalBin := filepath.Join(dir, "eval")
-	if out, err := exec.Command("go", "build", "-o", evalBin, "../eval").CombinedOutput(); err != nil {
-		t.Fatalf("building eval: %v\n%s", err, out)
-	}
+	evalBin := filepath.Join(testbin.Build(t, "../..", "consumer-eval", "./cmd/eval"), "eval")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	b, err := broker.Start(broker.Options{})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/testbin"
 )
 
 const root = "../.."
@@ -43,12 +44,7 @@ func TestREADMECommands(t *testing.T) {
 	if len(cmds) < 5 {
 		t.Fatalf("found %d commands in README.md", len(cmds))
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin, "./cmd/eval", "./cmd/produce", "./cmd/consumer")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, root, "readmetest", "./cmd/eval", "./cmd/produce", "./cmd/consumer")
 	configYAML := yamlBlock(string(readme))
 	for _, c := range cmds {
 		t.Run(c.text, func(t *testing.T) {
