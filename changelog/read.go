@@ -198,22 +198,37 @@ func (s Source) Follow(ctx context.Context, partition int, from int64, fn func(m
 
 // tailWindow is how far back LastSeq looks for a marker before it gives up
 // (a checkpoint writes one marker after its bundles, so the last marker is
-// normally the last record).
-const tailWindow = 4096
+// normally the last record). firstWindow is where it starts: the window
+// grows fourfold while it holds no marker, so the usual lookup reads a few
+// records, not the bundles of a whole checkpoint (each up to a learner's
+// size).
+const (
+	tailWindow  = 4096
+	firstWindow = 16
+)
 
 // LastSeq returns the sequence number of the partition's last marker, found
 // among its last records; found is false when the partition is empty or
 // holds no marker there (the caller then reads it all).
 func (s Source) LastSeq(ctx context.Context, partition int) (seq uint64, found bool, err error) {
-	err = s.scan(ctx, partition, func(first, last int64) int64 { return max(first, last-tailWindow) }, func(m kafka.Message) error {
-		if len(m.Key) == 1 && m.Key[0] == kindMarker {
-			d, err := Decode(m.Key, m.Value)
-			if err != nil {
-				return fmt.Errorf("changelog %s/%d offset %d: %w", s.Topic, partition, m.Offset, err)
+	for w := int64(firstWindow); ; w *= 4 {
+		w = min(w, tailWindow)
+		whole := false
+		err = s.scan(ctx, partition, func(first, last int64) int64 {
+			whole = last-w <= first
+			return max(first, last-w)
+		}, func(m kafka.Message) error {
+			if len(m.Key) == 1 && m.Key[0] == kindMarker {
+				d, err := Decode(m.Key, m.Value)
+				if err != nil {
+					return fmt.Errorf("changelog %s/%d offset %d: %w", s.Topic, partition, m.Offset, err)
+				}
+				seq, found = d.Marker.Seq, true
 			}
-			seq, found = d.Marker.Seq, true
+			return nil
+		})
+		if err != nil || found || whole || w == tailWindow {
+			return seq, found, err
 		}
-		return nil
-	})
-	return seq, found, err
+	}
 }

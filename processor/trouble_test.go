@@ -16,12 +16,12 @@ func TestBrokerAbsentAtStart(t *testing.T) {
 }
 
 // TestBrokerOutage: the broker goes away for a few seconds in the middle of
-// the stream (closed, and a new broker started on the same port and data
+// the stream (closed for 2 s, and a new broker started on the same port and data
 // directory) with records in flight. The processor retries, logs once per
 // episode, resumes and loses nothing.
 func TestBrokerOutage(t *testing.T) {
 	t.Parallel()
-	brokerTrouble(t, 0, 3*time.Second) // several retries at RetryBackoffMax 1 s
+	brokerTrouble(t, 0, 2*time.Second) // several retries at RetryBackoffMax 1 s
 }
 
 // brokerTrouble runs one stream with no broker for the first absent, and
