@@ -64,7 +64,8 @@
 //     qbar, and one point stays out; `max_history`
 //     bounds the stored arms: at the cap a new distinct arm replaces the
 //     stored arm outside S pulled least recently, whose observations leave
-//     the posterior (a rank-one downdate).
+//     the posterior (a rank-one downdate); a list of the stored arms by last
+//     pull finds that arm past at most m members (O(m), not a scan of U).
 //   - Determinism: the whole posterior is state, and so is the memo of an arm
 //     set chosen from twice in a row (its z'V^{-1}z and means, updated per
 //     pull in O(A m)), so a restored learner makes bit-identical choices;
@@ -152,6 +153,12 @@ type bkb struct {
 	w         []float64 // V^{-1} r
 	index     slotIndex
 	prob      []float64 // per member of S: p of the last resampling (shrink reads it)
+	// Eviction order: the stored arms in a doubly linked list by (last pull,
+	// slot), least recent first (head), so that at the max_history cap the
+	// victim is found past at most m members instead of by a scan of all U
+	// arms every round.
+	lruPrev, lruNext []int
+	lruHead, lruTail int
 
 	// Scratch.
 	kb, zb, ub, vb, xb []float64
@@ -170,6 +177,7 @@ func newBKB(s *Setup) (Learner, error) {
 	b.refresh = s.Params.Int("refresh", bkbDefaultRefresh, 1, 1<<16)
 	b.rng.Seed(s.Seed)
 	b.index.reset()
+	b.lruHead, b.lruTail = -1, -1
 	return b, nil
 }
 

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -165,26 +166,15 @@ func (b *bkb) store(x []float64) int {
 		b.ysum = append(b.ysum, 0)
 		b.umin = append(b.umin, 1)
 		b.last = append(b.last, b.t)
+		b.lruPrev = append(b.lruPrev, -1)
+		b.lruNext = append(b.lruNext, -1)
+		b.lruPush(u)
 		b.index.insert(x, u)
 		b.ksu = growFloats(b.ksu, (u+1)*b.ksuStride)
 		b.kernelRow(u)
 		return u
 	}
-	if cap(b.mark) < u {
-		b.mark = make([]bool, u)
-	}
-	mark := b.mark[:u]
-	clear(mark)
-	for _, s := range b.dict {
-		mark[s] = true
-	}
-	victim, inS := -1, true
-	for i := 0; i < u; i++ {
-		mi := mark[i]
-		if victim < 0 || (inS && !mi) || (inS == mi && b.last[i] < b.last[victim]) {
-			victim, inS = i, mi
-		}
-	}
+	victim := b.evictionVictim()
 	if k := b.member(victim); k >= 0 {
 		b.removeMember(k)
 	}
@@ -192,9 +182,82 @@ func (b *bkb) store(x []float64) int {
 	b.index.remove(b.point(victim), victim)
 	copy(b.point(victim), x)
 	b.cnt[victim], b.ysum[victim], b.umin[victim], b.last[victim] = 0, 0, 1, b.t
+	b.lruRemove(victim)
+	b.lruPush(victim)
 	b.index.insert(x, victim)
 	b.kernelRow(victim)
 	return victim
+}
+
+// evictionVictim returns the stored arm outside S pulled least recently
+// (smallest (last pull, slot)), or the least recent of all if every stored
+// arm is in S: the first non-member of the eviction list, past at most m
+// members. O(m).
+func (b *bkb) evictionVictim() int {
+	u := len(b.cnt)
+	if cap(b.mark) < u {
+		b.mark = make([]bool, u) // all false between calls
+	}
+	mark := b.mark[:u]
+	for _, s := range b.dict {
+		mark[s] = true
+	}
+	victim := b.lruHead
+	for i := b.lruHead; i >= 0; i = b.lruNext[i] {
+		if !mark[i] {
+			victim = i
+			break
+		}
+	}
+	for _, s := range b.dict {
+		mark[s] = false
+	}
+	return victim
+}
+
+// lruRemove unlinks stored arm j from the eviction list.
+func (b *bkb) lruRemove(j int) {
+	p, n := b.lruPrev[j], b.lruNext[j]
+	if p >= 0 {
+		b.lruNext[p] = n
+	} else {
+		b.lruHead = n
+	}
+	if n >= 0 {
+		b.lruPrev[n] = p
+	} else {
+		b.lruTail = p
+	}
+}
+
+// lruPush links stored arm j (unlinked) at the end of the eviction list, the
+// place of an arm whose last pull is this round (every other last pull is
+// earlier).
+func (b *bkb) lruPush(j int) {
+	b.lruPrev[j], b.lruNext[j] = b.lruTail, -1
+	if b.lruTail >= 0 {
+		b.lruNext[b.lruTail] = j
+	} else {
+		b.lruHead = j
+	}
+	b.lruTail = j
+}
+
+// rebuildLRU links the stored arms by (last pull, slot) (a restored state).
+func (b *bkb) rebuildLRU() {
+	u := len(b.cnt)
+	order := make([]int, u)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(b.last[i], b.last[j]), cmp.Compare(i, j))
+	})
+	b.lruPrev, b.lruNext = make([]int, u), make([]int, u)
+	b.lruHead, b.lruTail = -1, -1
+	for _, i := range order {
+		b.lruPush(i)
+	}
 }
 
 // forget removes stored arm i's observations from the posterior: V -= c z z'
@@ -273,6 +336,10 @@ func (b *bkb) pull(j int, y float64) {
 	b.cnt[j]++
 	b.ysum[j] += y
 	b.last[j] = b.t
+	if j != b.lruTail {
+		b.lruRemove(j)
+		b.lruPush(j)
+	}
 	b.sumK += kxx
 	b.kappa2 = math.Max(b.kappa2, kxx)
 	m := b.ls.N

@@ -93,6 +93,8 @@ func (b *bkb) UnmarshalBinary(blob []byte) error {
 		}
 		nb.index.insert(nb.point(i), i)
 	}
+	nb.rebuildLRU()
+	nb.mark = nil
 	nb.kb, nb.zb, nb.ub, nb.vb, nb.xb, nb.rot, nb.work, nb.w, nb.za, nb.ares, nb.prob = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 	nb.ksu, nb.ksuStride = nil, 0
 	nb.kernelRoom(len(nb.dict))

@@ -2,6 +2,7 @@ package models
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -405,5 +406,66 @@ func TestBKBTinyCaps(t *testing.T) {
 		if d1, d2 := playFresh(t, b, 2, 4, 20, &r1), playFresh(t, restored, 2, 4, 20, &r2); !slices.Equal(d1, d2) {
 			t.Fatalf("%+v: decisions differ after the restore", c)
 		}
+	}
+}
+
+// TestBKBEvictionOrder: the eviction list holds the stored arms by (last
+// pull, slot) and its victim is the scan's (the stored arm outside S pulled
+// least recently, lowest slot on a tie; the least recent of all if every
+// arm is in S), through evictions, re-pulls of stored arms and a restore.
+func TestBKBEvictionOrder(t *testing.T) {
+	check := func(b *bkb, where string) {
+		t.Helper()
+		u := len(b.cnt)
+		var order []int
+		for i := b.lruHead; i >= 0; i = b.lruNext[i] {
+			order = append(order, i)
+		}
+		if len(order) != u {
+			t.Fatalf("%s: the list holds %d of %d arms", where, len(order), u)
+		}
+		for k := 1; k < u; k++ {
+			p, q := order[k-1], order[k]
+			if b.last[p] > b.last[q] || (b.last[p] == b.last[q] && p > q) || b.lruPrev[q] != p {
+				t.Fatalf("%s: list out of order at %d", where, k)
+			}
+		}
+		want, inS := -1, true
+		for i := 0; i < u; i++ {
+			mi := b.member(i) >= 0
+			if want < 0 || (inS && !mi) || (inS == mi && b.last[i] < b.last[want]) {
+				want, inS = i, mi
+			}
+		}
+		if got := b.evictionVictim(); u > 0 && got != want {
+			t.Fatalf("%s: victim %d, scan %d", where, got, want)
+		}
+		for _, m := range b.mark {
+			if m {
+				t.Fatalf("%s: scratch marks left set", where)
+			}
+		}
+	}
+	for _, c := range []struct{ history, budget int }{{12, 4}, {5, 5}, {3, 8}} {
+		spec := gaussianSpec("bkb", 2, 0.7, map[string]any{"max_history": c.history, "max_budget": c.budget, "qbar": 3})
+		b := newBandit(t, spec, "lru").(*bkb)
+		r := NewRand(uint64(c.history))
+		for round := 0; round < 200; round++ {
+			arms := testArms(r, 3, 2)
+			if len(b.cnt) > 0 { // a stored arm among the candidates: re-pulls reorder the list
+				arms = append(arms, append([]float64(nil), b.point(r.Intn(len(b.cnt)))...))
+			}
+			d := b.Choose(arms)
+			if err := b.Observe(arms[d.Arm], testReward(arms[d.Arm], r)); err != nil {
+				t.Fatal(err)
+			}
+			check(b, fmt.Sprintf("%+v round %d", c, round))
+		}
+		blob, _ := b.MarshalBinary()
+		restored := newBandit(t, spec, "lru").(*bkb)
+		if err := restored.UnmarshalBinary(blob); err != nil {
+			t.Fatal(err)
+		}
+		check(restored, fmt.Sprintf("%+v restored", c))
 	}
 }
