@@ -71,6 +71,7 @@ func TestCommitFastPath(t *testing.T) {
 // crashes at every stage of the staged protocol: after reopening, the store
 // shows exactly the old checkpoint or exactly the new one.
 func TestStagedCommitAtomic(t *testing.T) {
+	t.Parallel()
 	stages := []struct {
 		stage string
 		want  byte // version visible after the crash
@@ -135,6 +136,7 @@ func TestStagedCommitAtomic(t *testing.T) {
 // TestBadgerTxnLimit commits a checkpoint above Badger's own transaction
 // limit (15% of the 32 MiB memtable) through the staged path.
 func TestBadgerTxnLimit(t *testing.T) {
+	t.Parallel()
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +163,7 @@ func TestBadgerTxnLimit(t *testing.T) {
 // (about 52,000 entries with 32 MiB memtables): Badger's ErrTxnTooBig must
 // send it to the staged path, all of it applied.
 func TestBadgerTxnCountLimit(t *testing.T) {
+	t.Parallel()
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

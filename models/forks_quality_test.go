@@ -82,6 +82,7 @@ func TestFORKSQualitySynthetic(t *testing.T) {
 // margins over what the learners reach (docs/forks.md has the full-length
 // 20-permutation figures); the majority class alone makes 33.3% mistakes.
 func TestFORKSQualityCodRNAPrefix(t *testing.T) {
+	t.Parallel() // CPU-bound: beside the package's other long tests
 	ds, err := dataset.Load(testdata.Path(t, "cod-rna.libsvm"), 8)
 	if err != nil {
 		t.Fatal(err)

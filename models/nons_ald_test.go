@@ -167,6 +167,7 @@ func s0Dot(a, b []float64) float64 {
 // predictions (docs/regression.md), including rounds where the W_t projection is
 // active (U = 0.6 on targets in about [0, 1]).
 func TestSeed000NONSALDEigenFormAgrees(t *testing.T) {
+	t.Parallel() // CPU-bound: beside the package's other long tests
 	for _, c := range []struct {
 		d            int
 		sigma, alpha float64

@@ -63,6 +63,7 @@ func oksStreamTarget(n, d int, classify, centered bool, seed uint64) ([][]float6
 // variance); the selector's sampling distribution must end up on the width
 // that is best when run alone.
 func TestOKSConcentratesOnBestWidth(t *testing.T) {
+	t.Parallel() // CPU-bound: beside the package's other long tests
 	sigmas := []any{0.03, 0.3, 3.0}
 	const n, d = 4000, 3
 	xs, ys := oksStreamTarget(n, d, false, true, 11)

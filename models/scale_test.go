@@ -109,6 +109,7 @@ func TestScaledMatchesHandScaling(t *testing.T) {
 // TestScaledLearnsRawTarget: on a raw stream the scaled learner's
 // progressive error is far below the unscaled one's.
 func TestScaledLearnsRawTarget(t *testing.T) {
+	t.Parallel() // CPU-bound: beside the package's other long tests
 	xs, ys := scaleStream(1000)
 	mse := func(sc ScaleSpec) float64 {
 		spec := Spec{Algorithm: "nons-ald", Dim: 3, Scale: sc, Seed: 1}

@@ -16,6 +16,7 @@ import (
 // written NONS-ALD measured 0.61 and AOGD-ALD 0.66 of it (J = 218), the bounds
 // are about 1.3x that.
 func TestSeed000SyntheticPrefixQuality(t *testing.T) {
+	t.Parallel() // CPU-bound: beside the package's other long tests
 	const n, d = 4000, 18
 	r := models.NewRand(11)
 	set := &dataset.Set{Dim: d}

@@ -64,6 +64,7 @@ func tisvdFORKSUpdate(rng *rand.Rand, n int, scale float64) ([]float64, []float6
 // show that
 // round-off (orthogonality drift) does not accumulate over 1000 updates.
 func TestTISVDMatchesTruncatedOracleOverManyUpdates(t *testing.T) {
+	t.Parallel() // CPU-bound: beside the package's other long tests
 	const n, k = 80, 10
 	rng := rand.New(rand.NewPCG(7, 8))
 	// Start: a PSD matrix with a decaying spectrum.

@@ -264,7 +264,7 @@ func (c consumerConfig) yaml() string {
 model:
 %scheckpoint:
   dir: %s
-  interval: 300ms
+  interval: 500ms
   max_records: %d
 %shttp:
   addr: ""
