@@ -53,6 +53,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -275,8 +276,10 @@ func (l *aogdALD) exactNorm2() float64 {
 	return linalg.Dot(v, v)
 }
 
-func (l *aogdALD) MarshalBinary() ([]byte, error) {
-	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.S.x)+len(l.a)+len(l.S.L.Data))), "aogd-ald", aogdStateVersion)
+func (l *aogdALD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *aogdALD) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.a)+len(l.S.L.Data))), "aogd-ald", aogdStateVersion)
 	w.Int(l.t)
 	w.Float(l.g2)
 	w.Float(l.n2)

@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -13,9 +14,11 @@ import (
 // memo if there is one, t and the PRNG. Everything a step reads is here, so a
 // restored learner is bit-identical. About 8 (U (d + 4) + m^2) bytes, plus
 // 8 A (d + 2) for a memo (a repeated arm set).
-func (b *bkb) MarshalBinary() ([]byte, error) {
+func (b *bkb) MarshalBinary() ([]byte, error) { return b.AppendBinary(nil) }
+
+func (b *bkb) AppendBinary(dst []byte) ([]byte, error) {
 	u, m := len(b.cnt), b.ls.N
-	w := NewStateWriter(make([]byte, 0, 96+8*(u*(b.dim+4)+m*(m+4)+b.nArms*(b.dim+2))), "bkb", bkbStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 96+8*(u*(b.dim+4)+m*(m+4)+b.nArms*(b.dim+2))), "bkb", bkbStateVersion)
 	w.Int(b.dim)
 	w.Int(b.t)
 	w.Floats(b.pts)

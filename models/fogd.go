@@ -33,6 +33,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -147,8 +148,10 @@ func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
 	return nil
 }
 
-func (l *fogd) MarshalBinary() ([]byte, error) {
-	w := NewStateWriter(make([]byte, 0, 64+16*l.D), "fogd", fogdStateVersion)
+func (l *fogd) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *fogd) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+16*l.D), "fogd", fogdStateVersion)
 	w.Int(l.n)
 	w.Floats(l.w)
 	return w.Finish(), nil

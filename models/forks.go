@@ -80,6 +80,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -674,14 +675,16 @@ func (l *forks) fillLandmarks() {
 	}
 }
 
-func (l *forks) MarshalBinary() ([]byte, error) {
+func (l *forks) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *forks) AppendBinary(dst []byte) ([]byte, error) {
 	n := 256 + 8*(len(l.st1.sv)+l.B)
 	if l.sketched {
 		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.d+1))
 	}
-	w := NewStateWriter(make([]byte, 0, n), "forks", forksStateVersion)
+	w := NewStateWriter(slices.Grow(dst, n), "forks", forksStateVersion)
 	w.Rand(&l.rng)
-	l.st1.marshal(w)
+	l.st1.marshal(&w)
 	w.Bool(l.sketched)
 	if l.sketched {
 		w.Int(l.r)

@@ -48,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -355,9 +356,11 @@ func (g *gpUCB) Predict(x []float64) Prediction {
 func (g *gpUCB) Update(x []float64, _ Prediction, y float64) error { return g.Observe(x, y) }
 
 // MarshalBinary writes t, X, y, L, v, log det and the PRNG.
-func (g *gpUCB) MarshalBinary() ([]byte, error) {
+func (g *gpUCB) MarshalBinary() ([]byte, error) { return g.AppendBinary(nil) }
+
+func (g *gpUCB) AppendBinary(dst []byte) ([]byte, error) {
 	n := g.t
-	w := NewStateWriter(make([]byte, 0, 64+8*(n*g.dim+2*n+n*(n+1)/2)), "gp-ucb", gpucbStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(n*g.dim+2*n+n*(n+1)/2)), "gp-ucb", gpucbStateVersion)
 	w.Int(g.dim)
 	w.Int(n)
 	w.Floats(g.x)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -145,8 +146,10 @@ func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
 // Size is the number of stored instances.
 func (l *kawv) Size() int { return l.n() }
 
-func (l *kawv) MarshalBinary() ([]byte, error) {
-	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvVersion)
+func (l *kawv) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *kawv) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvVersion)
 	w.Int(l.dim)
 	w.Floats(l.x)
 	w.Floats(l.z)

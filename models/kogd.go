@@ -27,6 +27,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -142,8 +143,10 @@ func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
 	return nil
 }
 
-func (l *kogd) MarshalBinary() ([]byte, error) {
-	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.dict)+len(l.a))), "kogd", kogdStateVersion)
+func (l *kogd) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *kogd) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.dict)+len(l.a))), "kogd", kogdStateVersion)
 	w.Int(l.t)
 	w.Int(l.dropped)
 	w.Float(l.g2)

@@ -40,6 +40,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -191,9 +192,11 @@ func (l *kons) Update(x []float64, _ Prediction, y float64) error {
 	return nil
 }
 
-func (l *kons) MarshalBinary() ([]byte, error) {
+func (l *kons) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *kons) AppendBinary(dst []byte) ([]byte, error) {
 	n := len(l.c)
-	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.dict)+2*n+len(l.minv.Data))), "kons", konsStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.dict)+2*n+len(l.minv.Data))), "kons", konsStateVersion)
 	w.Int(l.t)
 	w.Int(l.dropped)
 	w.Float(l.ymax)

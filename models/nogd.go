@@ -25,6 +25,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 	"gonum.org/v1/gonum/mat"
@@ -189,10 +190,12 @@ func (l *nogd) buildMap() error {
 	return nil
 }
 
-func (l *nogd) MarshalBinary() ([]byte, error) {
+func (l *nogd) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *nogd) AppendBinary(dst []byte) ([]byte, error) {
 	n := 64 + 8*(len(l.st1.sv)+l.B+len(l.m)+l.k)
-	w := NewStateWriter(make([]byte, 0, n), "nogd", nogdStateVersion)
-	l.st1.marshal(w)
+	w := NewStateWriter(slices.Grow(dst, n), "nogd", nogdStateVersion)
+	l.st1.marshal(&w)
 	w.Bool(l.sketched)
 	if l.sketched {
 		w.Floats(l.m)

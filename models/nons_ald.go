@@ -57,6 +57,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -240,8 +241,10 @@ func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
 	return nil
 }
 
-func (l *nonsALD) MarshalBinary() ([]byte, error) {
-	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.S.x)+len(l.w)+len(l.S.L.Data)+len(l.C.Data))), "nons-ald", nonsStateVersion)
+func (l *nonsALD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *nonsALD) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.w)+len(l.S.L.Data)+len(l.C.Data))), "nons-ald", nonsStateVersion)
 	w.Int(l.t)
 	w.Bool(l.pending)
 	w.Int(l.S.size())

@@ -47,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -269,15 +270,17 @@ func (l *oksLearner) KernelWeights() []float64 { return append([]float64(nil), l
 
 // MarshalBinary writes the dynamic state: round count, PRNG, p, q, the rule's
 // accumulators and the arms. Hyper-parameters come from the spec.
-func (l *oksLearner) MarshalBinary() ([]byte, error) {
-	w := NewStateWriter(make([]byte, 0, 256), l.name, oksStateVersion)
+func (l *oksLearner) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *oksLearner) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 256), l.name, oksStateVersion)
 	w.Int(len(l.p))
 	w.Int(l.t)
 	w.Rand(&l.rng)
 	w.Floats(l.p)
 	w.Floats(l.q)
-	l.rule.marshal(w)
-	l.arms.marshal(w)
+	l.rule.marshal(&w)
+	l.arms.marshal(&w)
 	return w.Finish(), nil
 }
 

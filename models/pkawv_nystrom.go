@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -347,9 +348,11 @@ func (l *pkawvNystrom) push(x []float64, y float64) {
 // Size is the dictionary size m.
 func (l *pkawvNystrom) Size() int { return l.m() }
 
-func (l *pkawvNystrom) MarshalBinary() ([]byte, error) {
+func (l *pkawvNystrom) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *pkawvNystrom) AppendBinary(dst []byte) ([]byte, error) {
 	size := 128 + 8*(len(l.dict)+2*len(l.w)+len(l.minv.Data)+len(l.fac.Data)+len(l.histX)+len(l.histY))
-	wr := NewStateWriter(make([]byte, 0, size), "pkawv-nystrom", pkawvNystromVersion)
+	wr := NewStateWriter(slices.Grow(dst, size), "pkawv-nystrom", pkawvNystromVersion)
 	wr.Int(l.dim)
 	wr.Int(l.t)
 	wr.Float(l.unif)

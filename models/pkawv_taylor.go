@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -159,8 +160,10 @@ func (l *pkawvTaylor) Update(x []float64, _ Prediction, y float64) error {
 // Size is the number of features r.
 func (l *pkawvTaylor) Size() int { return l.r }
 
-func (l *pkawvTaylor) MarshalBinary() ([]byte, error) {
-	w := NewStateWriter(make([]byte, 0, 64+8*(len(l.ainv.Data)+l.r)), "pkawv-taylor", pkawvTaylorVersion)
+func (l *pkawvTaylor) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+
+func (l *pkawvTaylor) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.ainv.Data)+l.r)), "pkawv-taylor", pkawvTaylorVersion)
 	w.Int(l.r)
 	w.Int(l.t)
 	w.Floats(l.b)

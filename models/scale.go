@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // ScaleSpec is the spec's "scale" object: online standardisation of the
@@ -246,12 +247,14 @@ func (s ScaledBandit) Observe(x []float64, reward float64) error {
 
 // MarshalBinary writes the scaler's statistics followed by the inner
 // learner's own blob.
-func (s *Scaled) MarshalBinary() ([]byte, error) {
-	in, err := s.inner.MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	w := NewStateWriter(make([]byte, 0, 64+16*len(s.xbuf)+len(in)), "scale/"+s.alg, scaleStateVersion)
+func (s *Scaled) MarshalBinary() ([]byte, error) { return s.AppendBinary(nil) }
+
+// AppendBinary appends the bytes of MarshalBinary to dst. The inner blob
+// follows its uvarint length, unknown until the inner learner has written
+// it: it is appended behind room for the longest length and moved down over
+// the room the length does not use (a move within dst, no second buffer).
+func (s *Scaled) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+16*len(s.xbuf)+binary.MaxVarintLen64), "scale/"+s.alg, scaleStateVersion)
 	w.Bool(s.sx)
 	w.Bool(s.sy)
 	w.Float(s.xs.n)
@@ -260,8 +263,15 @@ func (s *Scaled) MarshalBinary() ([]byte, error) {
 	w.Float(s.ys.n)
 	w.Float(s.ys.mean[0])
 	w.Float(s.ys.m2[0])
-	w.b = binary.AppendUvarint(w.b, uint64(len(in)))
-	w.b = append(w.b, in...)
+	at := len(w.b)
+	b, err := AppendState(append(w.b, make([]byte, binary.MaxVarintLen64)...), s.inner)
+	if err != nil {
+		return dst, err
+	}
+	inner := b[at+binary.MaxVarintLen64:]
+	n := binary.PutUvarint(b[at:], uint64(len(inner)))
+	copy(b[at+n:], inner)
+	w.b = b[:at+n+len(inner)]
 	return w.Finish(), nil
 }
 

@@ -544,7 +544,7 @@ func TestSeed000InconsistentPayloads(t *testing.T) {
 			l := mustNew(t, sp, "key")
 			before := mustMarshal(t, l)
 			w := NewStateWriter(nil, alg, 1)
-			fn(w)
+			fn(&w)
 			if err := l.UnmarshalBinary(w.Finish()); !errors.Is(err, ErrState) {
 				t.Errorf("%s case %d: err = %v, want ErrState", alg, i, err)
 			}

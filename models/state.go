@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -23,15 +24,23 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // StateWriter appends a learner's state to a byte slice.
-type StateWriter struct{ b []byte }
+type StateWriter struct {
+	b     []byte
+	start int // the blob's first byte in b (what buf held before it)
+}
 
-// NewStateWriter starts a blob for algorithm at learner-state version, appending to buf.
-func NewStateWriter(buf []byte, algorithm string, version uint64) *StateWriter {
+// NewStateWriter starts a blob for algorithm at learner-state version,
+// appending to buf; Finish returns buf with the blob appended.
+//
+// It is a value, not a pointer, so that a learner's writer can live on the
+// stack (a checkpoint encodes every changed learner).
+func NewStateWriter(buf []byte, algorithm string, version uint64) StateWriter {
+	start := len(buf)
 	b := append(buf, stateMagic0, stateMagic1, codecVersion)
 	b = binary.AppendUvarint(b, uint64(len(algorithm)))
 	b = append(b, algorithm...)
 	b = binary.AppendUvarint(b, version)
-	return &StateWriter{b: b}
+	return StateWriter{b: b, start: start}
 }
 
 func (w *StateWriter) Uint(v uint64)   { w.b = binary.LittleEndian.AppendUint64(w.b, v) }
@@ -68,9 +77,9 @@ func (w *StateWriter) Ints(v []int) {
 	}
 }
 
-// Finish appends the checksum and returns the blob.
+// Finish appends the blob's checksum and returns buf with the blob.
 func (w *StateWriter) Finish() []byte {
-	return binary.LittleEndian.AppendUint32(w.b, crc32.Checksum(w.b, castagnoli))
+	return binary.LittleEndian.AppendUint32(w.b, crc32.Checksum(w.b[w.start:], castagnoli))
 }
 
 // StateReader decodes a blob written by StateWriter. Errors are sticky: after
@@ -212,4 +221,19 @@ func (r *StateReader) Err() error {
 		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
 	}
 	return r.err
+}
+
+// AppendState appends l's state, the bytes of l.MarshalBinary, to dst. A
+// learner that implements encoding.BinaryAppender (every learner of this
+// package) writes it in place, so a checkpoint's value (its own prefix, then
+// the state) is one allocation, not a blob copied behind the prefix.
+func AppendState(dst []byte, l Learner) ([]byte, error) {
+	if a, ok := l.(encoding.BinaryAppender); ok {
+		return a.AppendBinary(dst)
+	}
+	blob, err := l.MarshalBinary()
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, blob...), nil
 }

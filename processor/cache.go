@@ -17,6 +17,7 @@ type slot struct {
 	key     string
 	l       models.Learner
 	updates uint64 // n_updates: successful updates so far (part of the stored state)
+	size    int    // bytes of its last encoded value (encodeSlot's buffer size)
 	dirty   bool   // changed since the last checkpoint (Predict may advance the PRNG)
 	stored  bool   // a version of it is in Badger
 
@@ -262,12 +263,15 @@ func (c *learnerCache) drop(s *slot) {
 
 // encodeSlot is the stored value: uvarint n_updates | learner blob.
 func encodeSlot(s *slot) ([]byte, error) {
-	blob, err := s.l.MarshalBinary()
+	// One allocation, sized by the key's previous value (states grow
+	// slowly): the state is written behind the prefix, not copied there.
+	out := binary.AppendUvarint(make([]byte, 0, s.size+64), s.updates)
+	out, err := models.AppendState(out, s.l)
 	if err != nil {
 		return nil, fmt.Errorf("marshal learner of key %q: %w", s.key, err)
 	}
-	out := binary.AppendUvarint(make([]byte, 0, len(blob)+10), s.updates)
-	return append(out, blob...), nil
+	s.size = len(out)
+	return out, nil
 }
 
 // value is key's current stored value (uvarint n_updates | blob) without

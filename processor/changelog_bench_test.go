@@ -37,18 +37,7 @@ func BenchmarkChangelogRestore(b *testing.B) {
 				b.Fatal(err)
 			}
 			spec := models.Spec{Algorithm: "aogd-ald", Dim: 5, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1}, Seed: 1}
-			l, err := models.New(spec, "k")
-			if err != nil {
-				b.Fatal(err)
-			}
-			rng := models.NewRand(1)
-			x := make([]float64, 5)
-			for i := 0; i < 50; i++ {
-				for j := range x {
-					x[j] = rng.Norm()
-				}
-				_ = l.Update(x, l.Predict(x), rng.Float64())
-			}
+			l, x := trainedLearner(b, spec, 50)
 			blob, _ := l.MarshalBinary()
 			pend := encodePending(&pendingEntry{offset: 1, ts: 1, arms: []pendingArm{{x: x, p: models.Prediction{Value: 0.5, Choice: -1, Prob: 1}}}})
 			w := &kafka.Writer{Addr: kafka.TCP(br.Addrs()...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchSize: 5000, BatchBytes: 900 << 10, BatchTimeout: time.Millisecond}
