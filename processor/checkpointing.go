@@ -65,14 +65,16 @@ func (w *worker) startCheckpoint(ctx context.Context, gen *kafka.Generation) err
 	return nil
 }
 
-// takeSnapshot returns nil when nothing changed since the last checkpoint.
+// takeSnapshot returns nil when nothing changed since the last checkpoint
+// and the group's offsets are those of the checkpoint.
 func (w *worker) takeSnapshot() (*snapshot, error) {
-	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) {
+	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind {
 		return nil, nil
 	}
 	if w.skip != nil && !w.skipDone() {
 		return nil, nil // a key's restored state is ahead of the offsets: no checkpoint yet
 	}
+	w.groupBehind = false // this checkpoint commits the offsets (a failed group commit waits for the next change)
 	w.skip = nil
 	w.ckptSeq++
 	w.cache.flushLookups(&w.p.c)

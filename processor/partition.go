@@ -32,6 +32,7 @@ type worker struct {
 
 	nextIn, nextLab   int64 // next offsets to read (kafka.FirstOffset/LastOffset before the first record)
 	groupIn, groupLab int64 // the group's committed offsets at assignment
+	groupBehind       bool  // they lag the restored checkpoint: the next checkpoint commits even with no change
 	emitFrom          int64 // input records below it are replayed without emitting
 	watermark         int64 // largest event time seen (ms)
 	seq               uint64
@@ -195,7 +196,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		if err := w.pollCheckpoint(); err != nil {
 			return err
 		}
-		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0
+		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0 || w.groupBehind
 		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (due && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
 			if err := w.startCheckpoint(ctx, gen); err != nil {
 				return err

@@ -35,6 +35,11 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 		}
 		// Labels past our checkpoint are re-read from it: they rebuild the same state.
 		w.emitFrom = max(w.nextIn, groupIn)
+		// A kill between the Badger commit and the group commit leaves the
+		// group behind; with no new record nothing else would advance it,
+		// and its lag would show records that are done.
+		w.groupBehind = (w.nextIn >= 0 && groupIn < w.nextIn) ||
+			(cfg.LabelsTopic != "" && w.nextLab >= 0 && groupLab < w.nextLab)
 	} else {
 		// No local state: rebuild it from the start of the log up to the
 		// group's offset (if any) without emitting.
