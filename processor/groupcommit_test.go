@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/broker"
 )
 
 // TestGroupCatchesUpWithoutNewRecords: a kill between a checkpoint's Badger
@@ -78,18 +80,9 @@ func committedInput(t *testing.T, addr string) map[int]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	parts := make([]int, nParts)
-	for p := range parts {
-		parts[p] = p
-	}
-	cl := &kafka.Client{Addr: kafka.TCP(addr)}
-	resp, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{tIn: parts}})
+	got, err := broker.Committed(ctx, []string{addr}, "g", tIn, nParts)
 	if err != nil {
 		t.Fatal(err)
-	}
-	got := map[int]int64{}
-	for _, p := range resp.Topics[tIn] {
-		got[p.Partition] = p.CommittedOffset
 	}
 	return got
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // TestBrokerAbsentAtStart: the broker is unreachable when the processor
@@ -40,7 +42,7 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 	dir := t.TempDir()
 	cfg := testConfig(t, addr, dir, lmsSpec, logs)
 	cfg.CheckpointMaxRecords = 10
-	var c interface{ Close() }
+	var c *kfake.Cluster
 	if !absent {
 		c = startCluster(t, port, data)
 	}

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
@@ -267,32 +266,5 @@ func testLogger(t *testing.T) zerolog.Logger {
 // caughtUpNonEmpty is caughtUp for streams with few keys, where some
 // partitions may hold no record (and so never get a committed offset).
 func caughtUpNonEmpty(ctx context.Context, addr, group, topic string, partitions int) (bool, error) {
-	_, ends, err := endOffsets(ctx, addr, topic, partitions)
-	if err != nil {
-		return false, err
-	}
-	var ids []int
-	for p, end := range ends {
-		if end > 0 {
-			ids = append(ids, p)
-		}
-	}
-	if len(ids) == 0 {
-		return true, nil
-	}
-	cl := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
-	resp, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
-	if err != nil {
-		return false, err
-	}
-	got := resp.Topics[topic]
-	if len(got) != len(ids) {
-		return false, nil
-	}
-	for _, p := range got {
-		if p.Error != nil || p.CommittedOffset < ends[p.Partition] {
-			return false, nil
-		}
-	}
-	return true, nil
+	return committedEnds(ctx, addr, group, topic, partitions, true)
 }

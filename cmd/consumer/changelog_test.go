@@ -197,21 +197,9 @@ func produceCrashStream(ctx context.Context, t *testing.T, addrs []string, featu
 // topic (-1 where it has none).
 func groupOffsets(ctx context.Context, t *testing.T, addr, group, topic string, partitions int) map[int]int64 {
 	t.Helper()
-	ids := make([]int, partitions)
-	for i := range ids {
-		ids[i] = i
-	}
-	kc := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
-	resp, err := kc.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	out, err := broker.Committed(ctx, []string{addr}, group, topic, partitions)
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := make(map[int]int64, partitions)
-	for _, p := range resp.Topics[topic] {
-		out[p.Partition] = p.CommittedOffset
-		if p.Error != nil {
-			out[p.Partition] = -1
-		}
 	}
 	return out
 }

@@ -168,25 +168,22 @@ func endOffsets(ctx context.Context, addr, topic string, partitions int) (int64,
 // caughtUp reports whether group has committed the end offset of every
 // partition of topic (the processor commits after its Badger checkpoint).
 func caughtUp(ctx context.Context, addr, group, topic string, partitions int) (bool, error) {
+	return committedEnds(ctx, addr, group, topic, partitions, false)
+}
+
+// committedEnds reports whether group's committed offsets reach the end of
+// every partition of topic (skipEmpty: of every partition holding records).
+func committedEnds(ctx context.Context, addr, group, topic string, partitions int, skipEmpty bool) (bool, error) {
 	_, ends, err := endOffsets(ctx, addr, topic, partitions)
 	if err != nil {
 		return false, err
 	}
-	ids := make([]int, partitions)
-	for i := range ids {
-		ids[i] = i
-	}
-	cl := &kafka.Client{Addr: kafka.TCP(addr), Timeout: 5 * time.Second}
-	resp, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	got, err := broker.Committed(ctx, []string{addr}, group, topic, partitions)
 	if err != nil {
 		return false, err
 	}
-	got := resp.Topics[topic]
-	if len(got) != partitions {
-		return false, nil
-	}
-	for _, p := range got {
-		if p.Error != nil || p.CommittedOffset < ends[p.Partition] {
+	for p, end := range ends {
+		if (end > 0 || !skipEmpty) && got[p] < end {
 			return false, nil
 		}
 	}

@@ -116,3 +116,24 @@ func Follow(ctx context.Context, addrs []string, topic string, partitions int, m
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// Committed returns group's committed offset of every partition 0..n-1 of
+// topic, -1 where it has none (or the broker reports an error for it).
+func Committed(ctx context.Context, addrs []string, group, topic string, partitions int) (map[int]int64, error) {
+	ids := make([]int, partitions)
+	out := make(map[int]int64, partitions)
+	for i := range ids {
+		ids[i], out[i] = i, -1
+	}
+	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 5 * time.Second}
+	resp, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ids}})
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s on %s: %w", group, topic, err)
+	}
+	for _, p := range resp.Topics[topic] {
+		if p.Error == nil {
+			out[p.Partition] = p.CommittedOffset
+		}
+	}
+	return out, nil
+}

@@ -2,7 +2,7 @@
 // as a user does, into a directory that outlives the test run: the go command
 // skips the link of an output whose build ID is current, so the commands are
 // relinked only when their sources change (linking eval, produce and consumer
-// costs about 5 CPU-seconds, finding them current about 0.3).
+// costs about 5 CPU-seconds, finding them current about 0.3 s).
 package testbin
 
 import (
