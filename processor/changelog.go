@@ -79,6 +79,7 @@ func (p *Processor) ensureChangelog(ctx context.Context) error {
 			err = md.Topics[0].Error
 		}
 		p.log.Warn().Err(err).Str("topic", p.cfg.InputTopic).Msg("changelog: cannot read the input topic's partitions yet; retrying")
+		forgetFailedDial(cl.Transport)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

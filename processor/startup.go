@@ -81,12 +81,26 @@ func (p *Processor) checkTopics(ctx context.Context) (int, error) {
 			return 0, ctx.Err()
 		}
 		ep.fail(err)
+		forgetFailedDial(p.admin.Transport)
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, p.cfg.RetryBackoffMax)
+	}
+}
+
+// forgetFailedDial drops a transport's connection pools after a failed
+// Metadata request. A kafka-go Transport answers Metadata from its cache, and
+// a failed refresh stays in that cache until the next scheduled one, a random
+// time up to MetadataTTL (6 s by default) later: without this, a broker that
+// comes up is seen that much later. The next request builds a new pool,
+// which dials at once. Only start-up's loops call it, before any writer or
+// reader shares the transport.
+func forgetFailedDial(rt kafka.RoundTripper) {
+	if t, ok := rt.(*kafka.Transport); ok {
+		t.CloseIdleConnections()
 	}
 }
 

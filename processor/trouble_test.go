@@ -2,6 +2,7 @@ package processor
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +63,15 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 		if r.p.Ready() {
 			t.Fatal("ready without a broker")
 		}
+		failed := 1 + logs.count("still failing")
 		c = startCluster(t, port, data)
+		waitLogged(t, logs, `"op":"metadata"`, "kafka reachable again")
+		// The next attempt reaches the broker (one more may race its
+		// start): a failed metadata refresh cached by the transport for up
+		// to its MetadataTTL would fail several more.
+		if n := 1 + logs.count("still failing"); n > failed+1 {
+			t.Errorf("%d metadata attempts failed after the broker started (%d before)", n-failed, failed)
+		}
 	}
 	head := recs
 	if outage > 0 {
@@ -96,5 +105,29 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 	// every <= 1 s for the whole outage, per operation).
 	if warns > 1+2*nParts+nParts {
 		t.Errorf("%d warnings: not once per episode", warns)
+	}
+}
+
+// waitLogged waits until one log line holds every part.
+func waitLogged(t *testing.T, logs *logBuffer, parts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		logs.mu.Lock()
+		lines := strings.Split(logs.b.String(), "\n")
+		logs.mu.Unlock()
+		for _, l := range lines {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(l, p)
+			}
+			if all {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q in 30 s", parts)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
