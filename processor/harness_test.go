@@ -42,10 +42,11 @@ const (
 // startCluster starts an in-process kfake broker on port (0 = any) with the
 // test topics, persisting into dataDir when given (so that a restart on the
 // same port and dir is the same cluster).
-func startCluster(t *testing.T, port int, dataDir string) *kfake.Cluster {
+func startCluster(t *testing.T, port int, dataDir string, extra ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(nParts, tIn, tOut, tDLQ, tLabels),
 		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(32 << 20)})}
+	opts = append(opts, extra...)
 	if port != 0 {
 		opts = append(opts, kfake.Ports(port))
 	}

@@ -43,9 +43,12 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 	dir := t.TempDir()
 	cfg := testConfig(t, addr, dir, lmsSpec, logs)
 	cfg.CheckpointMaxRecords = 10
+	// The member of the generation the outage ended is gone after it; the
+	// rebalance that follows waits for its session to expire.
+	cfg.SessionTimeout, cfg.HeartbeatInterval = 2*time.Second, 300*time.Millisecond
 	var c *kfake.Cluster
 	if !absent {
-		c = startCluster(t, port, data)
+		c = startCluster(t, port, data, shortSessions)
 	}
 	r := start(t, cfg)
 	if absent {
@@ -64,7 +67,7 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 			t.Fatal("ready without a broker")
 		}
 		failed := 1 + logs.count("still failing")
-		c = startCluster(t, port, data)
+		c = startCluster(t, port, data, shortSessions)
 		waitLogged(t, logs, `"op":"metadata"`, "kafka reachable again")
 		// The next attempt reaches the broker (one more may race its
 		// start): a failed metadata refresh cached by the transport for up
@@ -84,7 +87,7 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 		c.Close() // mid-stream: records in flight
 		t.Logf("broker down after %d outputs", len(out.got))
 		time.Sleep(outage)
-		c = startCluster(t, port, data)
+		c = startCluster(t, port, data, shortSessions)
 		produce(t, addr, recs[len(head):])
 	}
 	defer c.Close()
@@ -131,3 +134,7 @@ func waitLogged(t *testing.T, logs *logBuffer, parts ...string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// shortSessions lets the broker accept a 2 s session timeout (Kafka's and
+// kfake's minimum is 6 s).
+var shortSessions = kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "1000"})
