@@ -127,3 +127,37 @@ func TestRunBanditWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestBKBDefaultCapFreshCandidates: with its defaults (spec = algorithm +
+// dim) on fresh candidates, BKB's dictionary reaches the default cap
+// (max_budget 128) within the first 2500 rounds and stays there, which is
+// what holds its time per round flat from there (docs/bandits.md, "The
+// dictionary cap"), while the regret per round keeps falling from the first
+// window and stays far below uniform choice's.
+func TestBKBDefaultCapFreshCandidates(t *testing.T) {
+	t.Parallel()
+	spec := mustSpec(t, `{"algorithm":"bkb","dim":5}`)
+	const cap, window = 128, 1000
+	r, err := runBandit("gp:fresh=1", spec, 20, 5, 3000, 4, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for i, w := range r.Windows {
+		t.Logf("rounds %5d: regret per round %.4f, dictionary %d", w.End, w.Regret/window, w.Dictionary)
+		if w.Dictionary > cap {
+			t.Errorf("window %d: dictionary %d above the default cap %d", i, w.Dictionary, cap)
+		}
+		most = max(most, w.Dictionary)
+	}
+	if most < cap-8 {
+		t.Errorf("dictionary at most %d over %d rounds: the default cap %d not reached", most, r.Rounds, cap)
+	}
+	// Cumulative regret/T falls (the window regrets of one seed are noisy).
+	if first, all := r.Windows[0].Regret/window, r.Regret/float64(r.Rounds); all >= 0.8*first {
+		t.Errorf("regret per round %.4f over the first %d rounds, %.4f over all %d: not falling", first, window, all, r.Rounds)
+	}
+	if r.Regret > 0.1*r.RandomRegret {
+		t.Errorf("regret %.1f, uniform choice %.1f: want at most a tenth", r.Regret, r.RandomRegret)
+	}
+}
