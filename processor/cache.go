@@ -183,6 +183,10 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		// mark is no longer needed.
 		delete(c.deleted, k)
 		s.dirty = true
+	case held && blob == nil:
+		// Erased by the checkpoint in flight, whose delete may not be in
+		// Badger yet: a fresh learner, as for c.deleted.
+		s.dirty = true
 	case held:
 		if err := c.decode(s, blob); err != nil {
 			return nil, err
@@ -324,6 +328,9 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 		_, held := c.evicted[k]
 		if !live && !held { // re-created since: its new version is written instead
 			ops = append(ops, checkpoint.Op{Key: []byte(k)}) // nil value: delete
+			// Held as nil until the commit lands: a read-back of the key
+			// starts afresh instead of finding the old version in Badger.
+			c.evicted[k] = nil
 		}
 	}
 	clear(c.deleted)
@@ -375,6 +382,16 @@ func (c *learnerCache) warmChunk() []checkpoint.Op {
 // operations themselves are carried into the next checkpoint).
 func (c *learnerCache) abandoned() {
 	for k, b := range c.inflight {
+		if b == nil { // a delete that did not reach Badger
+			_, live := c.live[k]
+			if _, newer := c.evicted[k]; !live && !newer {
+				if c.deleted == nil {
+					c.deleted = map[string]bool{}
+				}
+				c.deleted[k] = true
+			}
+			continue
+		}
 		if s, live := c.live[k]; live {
 			// snapshot marked it clean; dirty again, so that evicting it
 			// keeps its blob in memory (Badger does not have it).

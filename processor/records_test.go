@@ -204,6 +204,36 @@ func TestDeleteKey(t *testing.T) {
 	checkStates(t, want, ts.close())
 }
 
+// TestDeleteKeyDuringCheckpoint: a key erased, then seen again while the
+// checkpoint that deletes it from Badger is in flight, starts afresh: its
+// old state, still in Badger until that commit lands, is not read back.
+func TestDeleteKeyDuringCheckpoint(t *testing.T) {
+	t.Parallel()
+	before := stream(2, 10, 3, 41)
+	after := stream(2, 6, 3, 42)
+	ts := newTester(t, lmsSpec, func(c *Config) { c.MaxLearners = 1 })
+	ts.consume(before...)
+	ts.checkpoint() // the old states are in Badger
+	ts.consume(testRecord{key: "user-0", value: `{"id":"del-1","delete":true}`})
+	snap, err := ts.w.takeSnapshot() // holds the delete of user-0, not yet committed
+	if err != nil || snap == nil {
+		t.Fatalf("snapshot: %v %v", snap, err)
+	}
+	ts.consume(after...) // user-0 comes back before the delete is in Badger
+	if err := ts.w.storeSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	ts.w.cache.committed(snap.fresh)
+	var ref []testRecord // user-0 from scratch after the delete; user-1 throughout
+	for _, r := range before {
+		if r.key == "user-1" {
+			ref = append(ref, r)
+		}
+	}
+	ref = append(ref, after...)
+	checkStates(t, replay(t, lmsSpec, ref, DefaultTopK), ts.close())
+}
+
 // TestDeleteKeyChangelog: the checkpoint after a delete writes the key's
 // empty bundle (its state is "nothing" from that checkpoint's offsets on),
 // and the checkpoint after that a tombstone, so compaction removes the key.
