@@ -192,6 +192,25 @@ func (w *worker) pollCheckpoint() error {
 	}
 }
 
+// awaitCheckpoint waits for the checkpoint in flight. A learner evicted
+// since the last snapshot is held in memory as a blob until a checkpoint
+// writes it: when the store is slower than the stream, as with many more
+// keys than cache.max_learners and Badger compacting, the worker stops
+// reading once twice CheckpointMaxRecords blobs are held behind the
+// checkpoint in flight, so that memory stays bounded and the lag shows the
+// store's pace (kernelstream_checkpoint_wait_seconds_total counts the wait).
+// With every learner in memory nothing is held and nothing waits.
+func (w *worker) awaitCheckpoint(ctx context.Context) error {
+	start := time.Now()
+	defer func() { w.p.c.ckptWaitNanos.Add(int64(time.Since(start))) }()
+	select {
+	case res := <-w.ckptDone:
+		return w.complete(res)
+	case <-ctx.Done():
+		return nil // revoked or stopping: the run loop ends and waits for it
+	}
+}
+
 // complete applies a checkpoint's outcome on the worker goroutine.
 func (w *worker) complete(res ckptResult) error {
 	w.ckptBusy = false

@@ -196,6 +196,11 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		if err := w.pollCheckpoint(); err != nil {
 			return err
 		}
+		if w.ckptBusy && len(w.cache.evicted) >= 2*w.cfg.CheckpointMaxRecords {
+			if err := w.awaitCheckpoint(ctx); err != nil {
+				return err
+			}
+		}
 		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0 || w.groupBehind
 		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (due && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
 			if err := w.startCheckpoint(ctx, gen); err != nil {

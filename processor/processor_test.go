@@ -53,6 +53,34 @@ func TestEquivalence(t *testing.T) {
 	}
 }
 
+// TestBackpressureOnHeldLearners: with far more keys than learners in
+// memory, every record evicts a learner whose blob is held until a
+// checkpoint writes it; a partition stops reading while twice
+// CheckpointMaxRecords blobs are held behind the checkpoint in flight. The
+// waits happen, and nothing changes in what is computed.
+func TestBackpressureOnHeldLearners(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	recs := stream(300, 4, 3, 9) // 300 keys in rotation: every lookup a miss
+	produce(t, addr, recs)
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	dir := t.TempDir()
+	cfg := testConfig(t, addr, dir, lmsSpec, nil)
+	cfg.MaxLearners, cfg.CheckpointMaxRecords = 2, 5
+	r := start(t, cfg)
+	out := newConsumer(t, addr, tOut)
+	outs := waitDone(t, r, out, ref)
+	r.stop(t)
+	checkPredictions(t, ref, outs)
+	checkStates(t, ref, dir)
+	if r.p.c.ckptWaitNanos.Load() == 0 {
+		t.Error("no partition waited for a checkpoint with 10 evicted learners held behind it")
+	}
+	t.Logf("waited %v for checkpoints in flight; %d checkpoints", time.Duration(r.p.c.ckptWaitNanos.Load()), r.p.c.checkpoints.Load())
+}
+
 // TestLabelsTopic: the delayed labels come on a co-partitioned labels topic;
 // the merge by timestamp (input first on ties) gives the same order as the
 // scenario, so the results equal the direct replay.

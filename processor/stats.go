@@ -112,6 +112,8 @@ type counters struct {
 	keysExpired      atomic.Int64 // idle keys expired (KeyTTL)
 	// learner lookups (learnerCache.lookups), flushed at each snapshot
 	cacheHits, cacheHeld, cacheReads, cacheReadNanos, cacheFresh atomic.Int64
+	// time partitions waited for a checkpoint in flight (backpressure)
+	ckptWaitNanos atomic.Int64
 }
 
 // Expiry causes of pending entries.

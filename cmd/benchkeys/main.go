@@ -3,7 +3,7 @@
 // with 1,000,000 keys and a learner cap (cache.max_learners) of 50,000, next
 // to the same run with 10,000 keys, which all fit in memory (docs/scale.md).
 //
-//	benchkeys [-keys 1000000,10000] [-records 2000000] [-partitions 8] [-max-learners 50000] [-model SPEC] [-consumer BIN]
+//	benchkeys [-keys 1000000,10000] [-records 2000000] [-partitions 8] [-max-learners 50000] [-model SPEC] [-consumer BIN] [-dir DIR] [-log-level LEVEL]
 //
 // Per key count: an embedded kfake broker (in this process) is loaded with
 // -records records with inline labels, then the real consumer binary runs as
@@ -71,6 +71,7 @@ type options struct {
 	dir         string
 	seed        uint64
 	limit       time.Duration
+	logLevel    string
 	env         []string
 }
 
@@ -87,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.dir, "dir", "", "work directory for checkpoints and logs (default: a temporary one, removed at the end)")
 	fs.Uint64Var(&o.seed, "seed", 7, "seed of the key permutation and the features")
 	fs.DurationVar(&o.limit, "limit", 30*time.Minute, "give up on a run after this long")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "log.level of the consumer (its log is consumer.log in the run's directory; see -dir)")
 	env := fs.String("consumer-env", "", "comma-separated VAR=value set for the consumer process only (e.g. GODEBUG=gctrace=1, GOGC=50)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
@@ -225,8 +227,8 @@ cache:
 http:
   addr: %s
 log:
-  level: warn
-`, b.Addrs()[0], i, in, out, dlq, o.model, filepath.Join(dir, "state"), o.maxLearners, httpAddr)
+  level: %s
+`, b.Addrs()[0], i, in, out, dlq, o.model, filepath.Join(dir, "state"), o.maxLearners, httpAddr, o.logLevel)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return res, err
 	}
