@@ -63,7 +63,7 @@ func TestBackpressureOnHeldLearners(t *testing.T) {
 	c := startCluster(t, 0, "")
 	defer c.Close()
 	addr := c.ListenAddrs()[0]
-	recs := stream(300, 4, 3, 9) // 300 keys in rotation: every lookup a miss
+	recs := stream(150, 3, 3, 9) // 150 keys in rotation: every lookup a miss
 	produce(t, addr, recs)
 	ref := replay(t, lmsSpec, recs, DefaultTopK)
 	dir := t.TempDir()
