@@ -39,6 +39,7 @@ func fmtBanditConfig(brokers, group, output, dlq, dir string) string {
 		cache: `cache:
   max_learners: 3
 `,
+		session: singleMemberSession,
 	}.yaml()
 }
 

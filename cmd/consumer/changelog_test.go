@@ -41,7 +41,7 @@ func TestChangelogSurvivesDiskLossAndRetention(t *testing.T) {
 	dir := t.TempDir()
 	refDir, clDir := filepath.Join(dir, "state-ref"), filepath.Join(dir, "state-cl")
 	refCfg := writeConfig(t, dir, "ref.yaml", fmtConfig(addr, "ref", "out-ref", "dlq-ref", refDir, ""))
-	clCfg := writeConfig(t, dir, "cl.yaml", fmtConfig(addr, "cl", "out-cl", "dlq-cl", clDir, ""))
+	clCfg := writeConfig(t, dir, "cl.yaml", crashConfig(addr, "cl", "out-cl", "dlq-cl", clDir, ""))
 
 	// The uninterrupted run first: the trimming below would cut its input.
 	<-runReference(t, refCfg, filepath.Join(dir, "ref.log"), func(p *consumerProcess) {
@@ -123,7 +123,7 @@ func TestChangelogSurvivesDiskLossAndRetention(t *testing.T) {
 	// newest record of every key (bundles and the marker), in a new topic.
 	compactInto(ctx, t, addr, "cl-features-changelog", "cl-compacted", crashPartitions)
 	dir3 := filepath.Join(dir, "state-compacted")
-	cfg3 := writeConfig(t, dir, "compacted.yaml", fmtConfig(addr, "cl", "out-cl", "dlq-cl", dir3, "changelog:\n  topic: cl-compacted\n"))
+	cfg3 := writeConfig(t, dir, "compacted.yaml", crashConfig(addr, "cl", "out-cl", "dlq-cl", dir3, "changelog:\n  topic: cl-compacted\n"))
 	log3 := filepath.Join(dir, "compacted.log")
 	p = startConsumer(t, cfg3, log3)
 	p.waitInGeneration(ctx, t)

@@ -61,7 +61,7 @@ func TestCrashSafety(t *testing.T) {
 	dir := t.TempDir()
 	refDir, crashDir := filepath.Join(dir, "state-ref"), filepath.Join(dir, "state-crash")
 	refCfg := writeConfig(t, dir, "ref.yaml", fmtConfig(addr, "ref", "out-ref", "dlq-ref", refDir, ""))
-	crashCfg := writeConfig(t, dir, "crash.yaml", fmtConfig(addr, "crash", "out-crash", "dlq-crash", crashDir, ""))
+	crashCfg := writeConfig(t, dir, "crash.yaml", crashConfig(addr, "crash", "out-crash", "dlq-crash", crashDir, ""))
 
 	// The uninterrupted run, concurrently with the crashing one.
 	refDone := runReference(t, refCfg, filepath.Join(dir, "ref.log"), func(p *consumerProcess) {

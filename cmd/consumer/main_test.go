@@ -245,17 +245,33 @@ type consumerConfig struct {
 	maxRecords int    // checkpoint.max_records
 	cache      string // a whole cache: section, or "" for none
 	extra      string // appended verbatim
+	// session is kafka.session_timeout, 2 s when zero; heartbeats come
+	// at a quarter of it, at most every 300 ms.
+	session time.Duration
 }
 
+// singleMemberSession is the session timeout of the crash tests, whose group
+// has one member, killed and restarted: the restarted member's join waits for
+// the killed one's session to expire, so every kill costs this much. A
+// spurious expiry there only adds a rebalance, which those tests tolerate by
+// design; the tests with several live members keep 2 s, so that a member
+// slowed down by a loaded machine keeps its partitions.
+const singleMemberSession = time.Second
+
 func (c consumerConfig) yaml() string {
+	session := c.session
+	if session == 0 {
+		session = 2 * time.Second
+	}
+	heartbeat := min(session/4, 300*time.Millisecond)
 	return fmt.Sprintf(`kafka:
   brokers: [%s]
   group: %s
   input_topic: %s
   output_topic: %s
   dlq_topic: %s
-  session_timeout: 2s
-  heartbeat_interval: 300ms
+  session_timeout: %v
+  heartbeat_interval: %v
   rebalance_timeout: 5s
   retry_backoff_max: 500ms
 model:
@@ -270,12 +286,24 @@ log:
   format: json
 shutdown:
   grace: 15s
-%s`, c.brokers, c.group, c.input, c.output, c.dlq, c.model, c.dir, c.maxRecords, c.cache, c.extra)
+%s`, c.brokers, c.group, c.input, c.output, c.dlq, session, heartbeat, c.model, c.dir, c.maxRecords, c.cache, c.extra)
 }
 
 // fmtConfig is the configuration of the regression tests: aogd-ald on the
 // 5-dimensional features topic.
 func fmtConfig(brokers, group, output, dlq, dir string, extra string) string {
+	return regressionConfig(brokers, group, output, dlq, dir, extra).yaml()
+}
+
+// crashConfig is fmtConfig with the session of a single member
+// (singleMemberSession).
+func crashConfig(brokers, group, output, dlq, dir string, extra string) string {
+	c := regressionConfig(brokers, group, output, dlq, dir, extra)
+	c.session = singleMemberSession
+	return c.yaml()
+}
+
+func regressionConfig(brokers, group, output, dlq, dir string, extra string) consumerConfig {
 	return consumerConfig{brokers: brokers, group: group, output: output, dlq: dlq, dir: dir,
 		input: "features",
 		model: `  algorithm: aogd-ald
@@ -286,7 +314,7 @@ func fmtConfig(brokers, group, output, dlq, dir string, extra string) string {
 `,
 		maxRecords: 2000,
 		extra:      extra,
-	}.yaml()
+	}
 }
 
 // TestExitCodesBeforeJoining: a missing topic exits 3 and a checkpoint
