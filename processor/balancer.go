@@ -45,11 +45,12 @@ package processor
 // a member's standby partitions are claims of a third tier, below owned and
 // restored: when p's owner leaves, p goes to a member that has its state warm.
 //
-// When a member states no claims (an engine that never calls SetOwned), the
-// leader falls back on its memory of the last assignment it computed for
-// that identity (owned if the identity was in the previous generation,
-// restored if it was away); memory of an absent identity lasts
-// forgetAfterRounds rebalances. That fallback is lost when the leader itself
+// When a member states no claims (an engine that never calls SetOwned or
+// SetRestored), the leader falls back on its memory of the last assignment it
+// computed for that identity (owned if the identity was in the previous
+// rebalance it led, restored if it was away); memory of an absent identity
+// lasts forgetAfterRounds rebalances. A member that states restored claims is
+// taken at its word: the leader's memory may be older than them. That fallback is lost when the leader itself
 // restarts, which is why the engine should state claims.
 //
 // The unit of assignment is the partition number, not the topic-partition:
@@ -380,14 +381,19 @@ func (b *StickyBalancer) readMembers(members []kafka.GroupMember) []stickyMember
 			m.topics[t] = true
 		}
 		restored := ud.Restored
-		if ud.Owned != nil {
+		switch r, remembered := b.memory[m.identity]; {
+		case ud.Owned != nil:
 			m.owned = *ud.Owned
-		} else if r, ok := b.memory[m.identity]; ok {
-			if r.lastSeen == b.round-1 {
-				m.owned = r.partitions
-			} else {
-				restored = append(append([]int(nil), restored...), r.partitions...)
-			}
+		case len(ud.Restored) > 0:
+			// It states what it checkpointed when it stopped. The leader's
+			// memory may be older: a leader remembers only the rebalances
+			// it led, and adding those partitions made a restarted pod
+			// claim one it had held for a while long ago
+			// (TestStickyBalancerRestoreBeatsStaleLeaderMemory).
+		case remembered && r.lastSeen == b.round-1:
+			m.owned = r.partitions
+		case remembered:
+			restored = r.partitions
 		}
 		m.restored = minus(sortedUnique(restored), m.owned)
 		m.standby = minus(minus(ud.Standby, m.owned), m.restored)
