@@ -50,8 +50,9 @@ package processor
 // computed for that identity (owned if the identity was in the previous
 // rebalance it led, restored if it was away); memory of an absent identity
 // lasts forgetAfterRounds rebalances. A member that states restored claims is
-// taken at its word: the leader's memory may be older than them. That fallback is lost when the leader itself
-// restarts, which is why the engine should state claims.
+// taken at its word: the leader's memory may be older than them. The fallback
+// is lost when the leader itself restarts, which is why the engine should
+// state claims.
 //
 // The unit of assignment is the partition number, not the topic-partition:
 // the labels topic is co-partitioned with the input (docs/pipeline.md), and the
@@ -388,7 +389,7 @@ func (b *StickyBalancer) readMembers(members []kafka.GroupMember) []stickyMember
 			// It states what it checkpointed when it stopped. The leader's
 			// memory may be older: a leader remembers only the rebalances
 			// it led, and adding those partitions made a restarted pod
-			// claim one it had held for a while long ago
+			// claim one it had held only while another pod was away
 			// (TestStickyBalancerRestoreBeatsStaleLeaderMemory).
 		case remembered && r.lastSeen == b.round-1:
 			m.owned = r.partitions
