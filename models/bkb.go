@@ -95,7 +95,7 @@ const (
 const (
 	bkbDefaultQbar = 2
 	// With fresh candidates m grows with the effective dimension of the
-	// pulls (73-146 at 1000 rounds, 129-255 at 5000 without a cap) and a
+	// pulls (73-146 at 1000 rounds, 129-255 at 5000 under a cap of 256) and a
 	// round costs O(A m²): at 128 the cap is reached within about 2500
 	// rounds and the time per round stays flat after it, at the price of a
 	// regret floor about 3x that of 256 (0.011 against 0.0037 per round

@@ -80,7 +80,7 @@ type learnerCache struct {
 	live     map[string]*slot
 	lru      lruList
 	evicted  map[string][]byte
-	inflight map[string][]byte // evicted blobs of the checkpoint in flight
+	inflight map[string][]byte // blobs of the checkpoint in flight (nil: a key it deletes)
 	spare    map[string][]byte // the last committed inflight map, emptied: the next `evicted` (no regrowth)
 	fresh    map[string]bool   // evicted learners never stored in Badger
 	deleted  map[string]bool   // keys erased since the last snapshot: no older version may be read back
@@ -385,10 +385,7 @@ func (c *learnerCache) abandoned() {
 		if b == nil { // a delete that did not reach Badger
 			_, live := c.live[k]
 			if _, newer := c.evicted[k]; !live && !newer {
-				if c.deleted == nil {
-					c.deleted = map[string]bool{}
-				}
-				c.deleted[k] = true
+				c.markDeleted(k)
 			}
 			continue
 		}
@@ -421,11 +418,20 @@ func (c *learnerCache) remove(k string) {
 	delete(c.evicted, k)
 	delete(c.fresh, k)
 	c.warm.drop(k)
+	c.markDeleted(k)
+}
+
+// markDeleted records that k's older versions must not be read back until
+// a snapshot writes its delete.
+func (c *learnerCache) markDeleted(k string) {
 	if c.deleted == nil {
 		c.deleted = map[string]bool{}
 	}
 	c.deleted[k] = true
 }
+
+// held is the number of evicted learners waiting in memory for a snapshot.
+func (c *learnerCache) held() int { return len(c.evicted) }
 
 // release drops all learners (partition revoked).
 func (c *learnerCache) release() {

@@ -528,6 +528,22 @@ func (l *logBuffer) count(substr string) int {
 	return strings.Count(l.b.String(), substr)
 }
 
+// hasLine reports whether one line holds every part.
+func (l *logBuffer) hasLine(parts ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
 // testLogLevel is raised to Debug when KS_TEST_DEBUG is set.
 var testLogLevel = func() zerolog.Level {
 	if os.Getenv("KS_TEST_DEBUG") != "" {

@@ -196,7 +196,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		if err := w.pollCheckpoint(); err != nil {
 			return err
 		}
-		if w.ckptBusy && len(w.cache.evicted) >= 2*w.cfg.CheckpointMaxRecords {
+		if w.ckptBusy && w.cache.held() >= 2*w.cfg.CheckpointMaxRecords {
 			if err := w.awaitCheckpoint(ctx); err != nil {
 				return err
 			}

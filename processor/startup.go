@@ -97,7 +97,7 @@ func (p *Processor) checkTopics(ctx context.Context) (int, error) {
 // time up to MetadataTTL (6 s by default) later: without this, a broker that
 // comes up is seen that much later. The next request builds a new pool,
 // which dials at once. Only start-up's loops call it, before any writer or
-// reader shares the transport.
+// reader has sent anything through the transport.
 func forgetFailedDial(rt kafka.RoundTripper) {
 	if t, ok := rt.(*kafka.Transport); ok {
 		t.CloseIdleConnections()

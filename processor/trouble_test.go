@@ -2,7 +2,6 @@ package processor
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,20 +54,18 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 		// Nobody listening yet: wait for a warning and two more attempts
 		// (counted, not timed: a slow start under load must not make the
 		// broker appear before the first attempt).
-		deadline := time.Now().Add(30 * time.Second)
-		for logs.count("kafka unavailable") == 0 || logs.count("still failing") < 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d warnings and %d retries logged without a broker in 30 s", logs.count("kafka unavailable"), logs.count("still failing"))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitUntil(t, 30*time.Second, "a warning and two retries logged without a broker", func() bool {
+			return logs.count("kafka unavailable") > 0 && logs.count("still failing") >= 2
+		})
 		t.Logf("broker started after %d retries", logs.count("still failing"))
 		if r.p.Ready() {
 			t.Fatal("ready without a broker")
 		}
 		failed := 1 + logs.count("still failing")
 		c = startCluster(t, port, data, shortSessions)
-		waitLogged(t, logs, `"op":"metadata"`, "kafka reachable again")
+		waitUntil(t, 30*time.Second, "the metadata recovery logged", func() bool {
+			return logs.hasLine(`"op":"metadata"`, "kafka reachable again")
+		})
 		// The next attempt reaches the broker (one more may race its
 		// start): a failed metadata refresh cached by the transport for up
 		// to its MetadataTTL would fail several more.
@@ -108,30 +105,6 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 	// every <= 1 s for the whole outage, per operation).
 	if warns > 1+2*nParts+nParts {
 		t.Errorf("%d warnings: not once per episode", warns)
-	}
-}
-
-// waitLogged waits until one log line holds every part.
-func waitLogged(t *testing.T, logs *logBuffer, parts ...string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		logs.mu.Lock()
-		lines := strings.Split(logs.b.String(), "\n")
-		logs.mu.Unlock()
-		for _, l := range lines {
-			all := true
-			for _, p := range parts {
-				all = all && strings.Contains(l, p)
-			}
-			if all {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q in 30 s", parts)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -132,8 +132,8 @@ func TestRunBanditWindows(t *testing.T) {
 // dim) on fresh candidates, BKB's dictionary reaches the default cap
 // (max_budget 128) within the first 2500 rounds and stays there, which is
 // what holds its time per round flat from there (docs/bandits.md, "The
-// dictionary cap"), while the regret per round keeps falling from the first
-// window and stays far below uniform choice's.
+// dictionary cap"), while the regret per round over the whole run falls
+// below the first window's and stays far below uniform choice's.
 func TestBKBDefaultCapFreshCandidates(t *testing.T) {
 	t.Parallel()
 	spec := mustSpec(t, `{"algorithm":"bkb","dim":5}`)
