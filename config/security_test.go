@@ -122,7 +122,9 @@ func TestTLSAndSASLAgainstBroker(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: metadata: %v", mech, err)
 		}
-		w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "secure-" + mech, Transport: transport, BatchTimeout: time.Millisecond}
+		// RequireAll, so that the produce is answered over the authenticated
+		// connection rather than sent and forgotten.
+		w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "secure-" + mech, Transport: transport, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 		admin := &kafka.Client{Addr: w.Addr, Transport: transport}
 		if _, err := admin.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: w.Topic, NumPartitions: 1, ReplicationFactor: 1}}}); err != nil {
 			t.Fatalf("%s: create topic: %v", mech, err)

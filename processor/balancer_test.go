@@ -723,6 +723,7 @@ func stickyMinus(a, b []int) []int {
 // identity, and must get exactly its partitions back, while the survivors
 // keep theirs throughout.
 func TestStickyBalancerWithKafkaGo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts an embedded broker")
 	}

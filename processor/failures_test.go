@@ -51,7 +51,6 @@ func runToError(t *testing.T, cfg Config) error {
 func TestSessionTimeoutRefused(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	cfg := testConfig(t, c.ListenAddrs()[0], t.TempDir(), lmsSpec, nil)
 	cfg.SessionTimeout, cfg.HeartbeatInterval = 2*time.Second, 500*time.Millisecond
 	err := runToError(t, cfg)
@@ -87,7 +86,6 @@ func TestStartupTopicChecks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
 			joins := countJoins(c)
 			cfg := testConfig(t, c.ListenAddrs()[0], t.TempDir(), lmsSpec, nil)
 			if tc.labels {
@@ -118,7 +116,6 @@ func TestStartupTopicChecks(t *testing.T) {
 func TestSpecChangeRefusedBeforeJoin(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	joins := countJoins(c)
 	dir := t.TempDir()
 	other := lmsSpec
@@ -162,7 +159,6 @@ func TestProduceDenied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	logs := &logBuffer{}
 	cfg := testConfig(t, addr, t.TempDir(), lmsSpec, logs)
@@ -231,7 +227,6 @@ func TestProduceDenied(t *testing.T) {
 func TestDLQDeleted(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	r := start(t, testConfig(t, addr, t.TempDir(), lmsSpec, nil))
 	defer r.stop(t)

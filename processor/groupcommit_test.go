@@ -19,7 +19,6 @@ import (
 func TestGroupCatchesUpWithoutNewRecords(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	t.Cleanup(c.Close)
 	recs, addr := stream(6, 60, 3, 5), c.ListenAddrs()[0]
 	produce(t, addr, recs)
 	cfg, out := testConfig(t, addr, t.TempDir(), lmsSpec, nil), newConsumer(t, addr, tOut)

@@ -57,6 +57,9 @@ func startCluster(t *testing.T, port int, dataDir string, extra ...kfake.Opt) *k
 	var err error
 	for i := 0; i < 50; i++ { // the port may linger briefly after a Close
 		if c, err = kfake.NewCluster(opts...); err == nil {
+			// Closed after the test's clients (cleanups run last first):
+			// a kgo client closed after its broker takes 2 s to give up.
+			t.Cleanup(c.Close)
 			return c
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -152,6 +155,10 @@ type consumer struct {
 	cl  *kgo.Client
 	mu  sync.Mutex
 	got []outRecord
+	// close closes the client once; it runs at cleanup, or earlier in a
+	// test that starts a broker after the consumer (cleanups run last
+	// first, and a client closed after its broker takes 1-2 s to give up).
+	close func()
 }
 
 func newConsumer(t *testing.T, addr, topic string) *consumer {
@@ -160,8 +167,9 @@ func newConsumer(t *testing.T, addr, topic string) *consumer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cl.Close)
-	return &consumer{t: t, cl: cl}
+	c := &consumer{t: t, cl: cl, close: sync.OnceFunc(cl.Close)}
+	t.Cleanup(c.close)
+	return c
 }
 
 // waitFor polls until pred holds on what has been read, or fails after timeout.

@@ -29,7 +29,6 @@ func TestLatencyProbe(t *testing.T) {
 		t.Skip("set KS_LATENCY=1 (or aogd) to run the latency probe")
 	}
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	spec := models.Spec{Algorithm: "ptest-lms", Dim: 5, Seed: 1}
 	if mode == "aogd" {

@@ -72,7 +72,6 @@ func TestOffsetOutOfRange(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			c := startCluster(t, 0, "")
-			defer c.Close()
 			addr := c.ListenAddrs()[0]
 			dir := t.TempDir()
 			recs := stream(6, 20, 3, 5)
@@ -154,7 +153,6 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 func TestInputRecreatedWhileRunning(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	recs := stream(6, 20, 3, 9)
 	want := len(replay(t, lmsSpec, recs, DefaultTopK).yhat)

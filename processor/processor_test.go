@@ -32,7 +32,6 @@ func TestEquivalence(t *testing.T) {
 				t.Skipf("%s does not build here: %v", spec.Algorithm, err)
 			}
 			c := startCluster(t, 0, "")
-			defer c.Close()
 			addr := c.ListenAddrs()[0]
 			recs := stream(6, 40, 3, 1)
 			produce(t, addr, recs)
@@ -61,7 +60,6 @@ func TestEquivalence(t *testing.T) {
 func TestBackpressureOnHeldLearners(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	recs := stream(150, 3, 3, 9) // 150 keys in rotation: every lookup a miss
 	produce(t, addr, recs)
@@ -87,7 +85,6 @@ func TestBackpressureOnHeldLearners(t *testing.T) {
 func TestLabelsTopic(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	recs := stream(6, 40, 3, 4)
 	for i := range recs {
@@ -121,7 +118,6 @@ func TestLabelsTopic(t *testing.T) {
 func TestRestart(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	recs := stream(8, 60, 3, 9)
 	produce(t, addr, recs[:len(recs)/2])
@@ -187,7 +183,6 @@ func countInput(recs []testRecord) int {
 func TestCrashRestart(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	recs := stream(8, 90, 3, 17)
 	ref := replay(t, lmsSpec, recs, DefaultTopK)
@@ -222,7 +217,6 @@ func TestCrashRestart(t *testing.T) {
 func TestOversizedDeadLetterRefused(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	if err := c.CreateTopic("dlq-small", nParts, map[string]string{"max.message.bytes": "1048576"}); err != nil {
 		t.Fatal(err)

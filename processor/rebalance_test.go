@@ -20,7 +20,6 @@ func TestRebalance(t *testing.T) {
 		t.Skip("several group rebalances")
 	}
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	recs := stream(9, 60, 3, 13)
 	ref := replay(t, lmsSpec, recs, DefaultTopK)
@@ -60,7 +59,6 @@ func TestRebalance(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 0, "")
-	defer c.Close()
 	addr := c.ListenAddrs()[0]
 	recs := stream(3, 10, 3, 2)
 	recs = append(recs, testRecord{key: "k", value: `not json`})

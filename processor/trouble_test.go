@@ -87,8 +87,8 @@ func brokerTrouble(t *testing.T, absent bool, outage time.Duration) {
 		c = startCluster(t, port, data, shortSessions)
 		produce(t, addr, recs[len(head):])
 	}
-	defer c.Close()
 	waitDone(t, r, out, ref)
+	out.close() // before the broker started after it
 	r.stop(t)
 	checkPredictions(t, ref, out.got)
 	checkStates(t, ref, dir)

@@ -34,7 +34,9 @@ func TestBrokerRoundTrip(t *testing.T) {
 	if err := b.CreateTopics(ctx, 3, "t"); err != nil {
 		t.Fatalf("re-creating a topic: %v", err)
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "t", Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond}
+	// RequireAll: with kafka-go's default (no acknowledgement) WriteMessages
+	// returns before the broker has appended, and ReadAll may look first.
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "t", Balancer: &kafka.Hash{}, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	var msgs []kafka.Message
 	for i := 0; i < 100; i++ {
 		msgs = append(msgs, kafka.Message{Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprint(i))})
