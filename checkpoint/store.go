@@ -71,13 +71,12 @@ const (
 	nsStage   = 's'
 )
 
-// memTableSize is Badger's memtable size; maxTxnBytes estimates Badger's
-// transaction cap from it (15 %, badger.DB's maxBatchSize), so that a
-// checkpoint certainly too big goes to the staged path without first
-// filling a transaction that would fail.
+// DefaultMemTableBytes is Badger's memtable size unless Options.MemTableBytes
+// says otherwise; MinMemTableBytes keeps Badger's transaction cap (15 % of
+// it) above the 1 MiB value threshold, which Badger requires.
 const (
-	memTableSize = 16 << 20
-	maxTxnBytes  = memTableSize * 15 / 100
+	DefaultMemTableBytes = 16 << 20
+	MinMemTableBytes     = 8 << 20
 
 	maxValueThreshold = 1 << 20  // Badger's upper bound for ValueThreshold
 	valueLogFileSize  = 64 << 20 // see Open
@@ -90,9 +89,16 @@ type Options struct {
 	// SyncWrites fsyncs each transaction.
 	SyncWrites bool
 	// MaxTxnBytes caps the bytes written by one transaction (0 = only
-	// Badger's own limit, about 15% of the 32 MiB memtable). Tests set it
-	// tiny to force the staged path.
+	// Badger's own limit, 15 % of the memtable). Tests set it tiny to force
+	// the staged path.
 	MaxTxnBytes int
+	// MemTableBytes is Badger's memtable size. Default DefaultMemTableBytes
+	// (16 MiB); at least MinMemTableBytes. Larger memtables flush and
+	// compact less often, which is most of the cost of a stream whose
+	// learners are mostly on disk (docs/scale.md); the directory may hold
+	// about 4 × this beyond the live state (two memtables, two level-0
+	// tables) and the process about 2 × this in memory.
+	MemTableBytes int
 	// Logger receives Badger's warnings and errors and the recovery log.
 	Logger zerolog.Logger
 	// InMemory runs Badger without disk (tests of this package only).
@@ -115,6 +121,12 @@ type Store struct {
 	db   *badger.DB
 	opts Options
 	log  zerolog.Logger
+
+	// txnCap estimates Badger's transaction cap (15 % of the memtable,
+	// badger.DB's maxBatchSize), so that a checkpoint certainly too big
+	// goes to the staged path without first filling a transaction that
+	// would fail.
+	txnCap int
 
 	staged atomic.Int64 // commits that took the staged path
 	space  space        // disk and live sizes, value-log GC (space.go)
@@ -145,19 +157,29 @@ type Checkpoint struct {
 // Open opens (or creates) the store and finishes or discards any checkpoint
 // a crash interrupted.
 func Open(opts Options) (*Store, error) {
+	memTable := opts.MemTableBytes
+	if memTable == 0 {
+		memTable = DefaultMemTableBytes
+	}
+	if memTable < MinMemTableBytes {
+		return nil, fmt.Errorf("checkpoint: MemTableBytes %d below the minimum %d", memTable, MinMemTableBytes)
+	}
 	bo := badger.DefaultOptions(opts.Dir).
 		WithSyncWrites(opts.SyncWrites).
 		WithLogger(badgerLogger{opts.Logger}).
 		// The LSM's overhead over the live state is bounded by its memtables
 		// (each also a file on disk) and the level-0 tables waiting for
 		// compaction; every checkpoint overwrites its learners, so these
-		// are mostly garbage. Two 16 MiB memtables and compaction from two
-		// level-0 tables keep it within about 64 MiB (docs/soak.md); a
-		// 64 MiB base level (and bulk loads in key order, Load) keeps the
-		// restore of 100,000 keys from the changelog at 14 s instead of 36.
-		// The price: Badger caps a transaction at 15 % of the memtable
-		// (2.4 MiB), so bigger checkpoints take the staged path.
-		WithMemTableSize(memTableSize).
+		// are mostly garbage. Two memtables and compaction from two level-0
+		// tables keep it within about 4 memtables, 64 MiB by default
+		// (docs/soak.md); a 64 MiB base level (and bulk loads in key order,
+		// Load) keeps the restore of 100,000 keys from the changelog at 14 s
+		// instead of 36. The price: Badger caps a transaction at 15 % of the
+		// memtable (2.4 MiB by default), so bigger checkpoints take the
+		// staged path. A stream whose every record dirties a learner on
+		// disk pays mostly for flushes and compactions, which a larger
+		// memtable makes rarer (MemTableBytes).
+		WithMemTableSize(int64(memTable)).
 		// Each partition is written by one goroutine, and checkpoint
 		// transactions only write: no conflict to detect.
 		WithDetectConflicts(false).
@@ -197,7 +219,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open badger in %q: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, opts: opts, log: opts.Logger}
+	s := &Store{db: db, opts: opts, log: opts.Logger, txnCap: memTable * 15 / 100}
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, err
@@ -368,7 +390,7 @@ func (s *Store) Commit(part int, cp *Checkpoint) error {
 	for _, o := range ops {
 		total += opSize(o)
 	}
-	if total > maxTxnBytes {
+	if total > s.txnCap {
 		return s.commitStaged(part, ops)
 	}
 	err := s.db.Update(func(txn *badger.Txn) error {

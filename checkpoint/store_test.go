@@ -160,7 +160,8 @@ func TestBadgerTxnLimit(t *testing.T) {
 
 // TestBadgerTxnCountLimit commits a checkpoint whose bytes fit under the
 // size estimate of Commit but whose entry count is above Badger's own cap
-// (about 52,000 entries with 32 MiB memtables): Badger's ErrTxnTooBig must
+// (15 % of the memtable over 96-byte skiplist nodes: about 26,000 entries at
+// the default 16 MiB, 105,000 at 64): Badger's ErrTxnTooBig must
 // send it to the staged path, all of it applied.
 func TestBadgerTxnCountLimit(t *testing.T) {
 	t.Parallel()

@@ -75,9 +75,10 @@ type SASL struct {
 
 // Checkpoint says where and how often learner state is made durable.
 type Checkpoint struct {
-	Dir        string        `yaml:"dir" doc:"Badger directory for learner state, pending labels and offsets (a persistent volume)"`
-	Interval   time.Duration `yaml:"interval" doc:"time between checkpoints of a partition"`
-	MaxRecords int           `yaml:"max_records" doc:"records after which a partition checkpoints even before interval"`
+	Dir         string        `yaml:"dir" doc:"Badger directory for learner state, pending labels and offsets (a persistent volume)"`
+	Interval    time.Duration `yaml:"interval" doc:"time between checkpoints of a partition"`
+	MaxRecords  int           `yaml:"max_records" doc:"records after which a partition checkpoints even before interval"`
+	MemTableMiB int           `yaml:"memtable_mib" doc:"the state store's memtable size in MiB (8 to 1024): larger flushes and compacts less often, for streams whose learners are mostly on disk (64 against 16, 500,000 keys with 50,000 in memory: 1.1-1.6x the records/s, 30-40 % less CPU per record; docs/scale.md); the state directory may exceed the live state by about 4 x this and memory by about 2 x this"`
 }
 
 // Changelog keeps the state in a compacted Kafka topic as well (docs/pipeline.md, "State in Kafka").
@@ -165,9 +166,10 @@ func Default() Config {
 		},
 		Model: models.Spec{Kernel: models.KernelSpec{Type: "gaussian"}},
 		Checkpoint: Checkpoint{
-			Dir:        "/var/lib/kernelstream",
-			Interval:   processor.DefaultCheckpointInterval,
-			MaxRecords: processor.DefaultCheckpointMaxRecords,
+			Dir:         "/var/lib/kernelstream",
+			Interval:    processor.DefaultCheckpointInterval,
+			MaxRecords:  processor.DefaultCheckpointMaxRecords,
+			MemTableMiB: processor.DefaultCheckpointMemTableMiB,
 		},
 		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes},
 		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending, MergeWait: processor.DefaultMergeWait, MaxTsSkew: processor.DefaultMaxTsSkew},

@@ -294,6 +294,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"checkpoint.dir", func(c *Config) { c.Checkpoint.Dir = "" }},
 		{"checkpoint.interval", func(c *Config) { c.Checkpoint.Interval = -time.Second }},
 		{"checkpoint.max_records", func(c *Config) { c.Checkpoint.MaxRecords = 0 }},
+		{"checkpoint.memtable_mib", func(c *Config) { c.Checkpoint.MemTableMiB = 4 }},
+		{"checkpoint.memtable_mib", func(c *Config) { c.Checkpoint.MemTableMiB = 2048 }},
 		{"labels.ttl", func(c *Config) { c.Labels.TTL = 0 }},
 		{"labels.max_pending", func(c *Config) { c.Labels.MaxPending = -1 }},
 		{"state.key_ttl", func(c *Config) { c.State.KeyTTL = -time.Hour }},
@@ -375,7 +377,7 @@ func TestKeysTable(t *testing.T) {
 	for _, want := range []string{
 		"kafka.brokers", "kafka.group", "kafka.input_topic", "kafka.output_topic", "kafka.dlq_topic",
 		"kafka.labels_topic", "kafka.start_offset", "model.algorithm", "model.params", "checkpoint.dir",
-		"checkpoint.interval", "checkpoint.max_records", "labels.ttl", "labels.max_pending",
+		"checkpoint.interval", "checkpoint.max_records", "checkpoint.memtable_mib", "labels.ttl", "labels.max_pending",
 		"cache.max_learners", "output.top_k", "http.addr", "log.level", "log.format", "shutdown.grace",
 		"kafka.tls.enabled", "kafka.tls.ca_file", "kafka.tls.cert_file", "kafka.tls.key_file",
 		"kafka.tls.server_name", "kafka.tls.insecure_skip_verify", "kafka.sasl.mechanism",

@@ -51,6 +51,7 @@ func TestProcessorConfigMapsEveryKey(t *testing.T) {
 		{"CheckpointDir", p.CheckpointDir, c.Checkpoint.Dir},
 		{"CheckpointInterval", p.CheckpointInterval, c.Checkpoint.Interval},
 		{"CheckpointMaxRecords", p.CheckpointMaxRecords, c.Checkpoint.MaxRecords},
+		{"CheckpointMemTableMiB", p.CheckpointMemTableMiB, c.Checkpoint.MemTableMiB},
 		{"LabelsTTL", p.LabelsTTL, c.Labels.TTL},
 		{"KeyTTL", p.KeyTTL, c.State.KeyTTL},
 		{"Changelog.StandbyReplicas", p.Changelog.StandbyReplicas, c.Changelog.StandbyReplicas},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/processor"
 )
 
@@ -123,6 +124,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Checkpoint.MaxRecords <= 0 {
 		bad("checkpoint.max_records", "%d must be > 0", c.Checkpoint.MaxRecords)
+	}
+	if m, lo := c.Checkpoint.MemTableMiB, checkpoint.MinMemTableBytes>>20; m < lo || m > processor.MaxCheckpointMemTableMiB {
+		bad("checkpoint.memtable_mib", "%d must be in [%d, %d]", m, lo, processor.MaxCheckpointMemTableMiB)
 	}
 	positiveDuration(bad, "labels.ttl", c.Labels.TTL)
 	if c.Labels.MaxPendingTotal < 0 {

@@ -9,31 +9,37 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/models"
 )
 
 // Defaults of the Config fields (applied by New to zero values).
 const (
-	DefaultStartOffset          = "earliest"
-	DefaultCheckpointInterval   = 5 * time.Second
-	DefaultCheckpointMaxRecords = 10000
-	DefaultLabelsTTL            = time.Hour
-	DefaultMaxPending           = 100000
-	DefaultMaxLearners          = 100000
-	DefaultTopK                 = 10
-	DefaultMaxValueBytes        = 1 << 20
-	DefaultShutdownGrace        = 25 * time.Second
-	DefaultBatchTimeout         = 2 * time.Millisecond
-	DefaultCompression          = "lz4"
-	DefaultSessionTimeout       = 10 * time.Second
-	DefaultHeartbeatInterval    = time.Second
-	DefaultRebalanceTimeout     = 30 * time.Second
-	DefaultRetryBackoffMax      = 5 * time.Second
-	DefaultOffsetReset          = "earliest"
-	DefaultWrongPartition       = "count"
-	DefaultMaxTsSkew            = 6 * time.Hour
-	DefaultMergeWait            = 2 * time.Second
+	DefaultStartOffset           = "earliest"
+	DefaultCheckpointInterval    = 5 * time.Second
+	DefaultCheckpointMaxRecords  = 10000
+	DefaultCheckpointMemTableMiB = checkpoint.DefaultMemTableBytes >> 20
+	DefaultLabelsTTL             = time.Hour
+	DefaultMaxPending            = 100000
+	DefaultMaxLearners           = 100000
+	DefaultTopK                  = 10
+	DefaultMaxValueBytes         = 1 << 20
+	DefaultShutdownGrace         = 25 * time.Second
+	DefaultBatchTimeout          = 2 * time.Millisecond
+	DefaultCompression           = "lz4"
+	DefaultSessionTimeout        = 10 * time.Second
+	DefaultHeartbeatInterval     = time.Second
+	DefaultRebalanceTimeout      = 30 * time.Second
+	DefaultRetryBackoffMax       = 5 * time.Second
+	DefaultOffsetReset           = "earliest"
+	DefaultWrongPartition        = "count"
+	DefaultMaxTsSkew             = 6 * time.Hour
+	DefaultMergeWait             = 2 * time.Second
 )
+
+// MaxCheckpointMemTableMiB bounds CheckpointMemTableMiB: beyond a GiB the
+// memtables' memory (about twice the size) outweighs what they save.
+const MaxCheckpointMemTableMiB = 1024
 
 // Config configures a Processor. Zero values take the documented defaults;
 // Validate reports the first invalid field by name.
@@ -92,6 +98,11 @@ type Config struct {
 	// CheckpointMaxRecords triggers a checkpoint after this many records of a
 	// partition. Default 10000.
 	CheckpointMaxRecords int
+	// CheckpointMemTableMiB is the state store's memtable size in MiB
+	// (checkpoint.Options.MemTableBytes). Default 16; at least 8. Larger
+	// memtables suit streams whose learners are mostly on disk
+	// (docs/scale.md), at about 4 MiB of disk and 2 MiB of memory per MiB.
+	CheckpointMemTableMiB int
 
 	// LabelsTTL expires pending predictions older than this in event time
 	// (the partition's largest ts seen minus the entry's ts). Default 1h.
@@ -193,6 +204,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.CheckpointMaxRecords == 0 {
 		cfg.CheckpointMaxRecords = DefaultCheckpointMaxRecords
+	}
+	if cfg.CheckpointMemTableMiB == 0 {
+		cfg.CheckpointMemTableMiB = DefaultCheckpointMemTableMiB
 	}
 	if cfg.LabelsTTL == 0 {
 		cfg.LabelsTTL = DefaultLabelsTTL
@@ -319,6 +333,9 @@ func (cfg Config) Validate() error {
 		if p.v < 0 {
 			bad(p.name, "%d must be > 0", p.v)
 		}
+	}
+	if lo := checkpoint.MinMemTableBytes >> 20; c.CheckpointMemTableMiB != 0 && (c.CheckpointMemTableMiB < lo || c.CheckpointMemTableMiB > MaxCheckpointMemTableMiB) {
+		bad("CheckpointMemTableMiB", "%d must be in [%d, %d]", c.CheckpointMemTableMiB, lo, MaxCheckpointMemTableMiB)
 	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
 		bad("HeartbeatInterval", "%v must be below SessionTimeout %v", c.HeartbeatInterval, c.SessionTimeout)

@@ -140,7 +140,7 @@ func (p *Processor) setAssigned(part int, restored bool) {
 func (p *Processor) Run(ctx context.Context) error {
 	cfg := p.cfg
 	store, err := checkpoint.Open(checkpoint.Options{Dir: cfg.CheckpointDir, SyncWrites: true,
-		MaxTxnBytes: cfg.checkpointTxnBytes, Logger: p.log})
+		MaxTxnBytes: cfg.checkpointTxnBytes, MemTableBytes: cfg.CheckpointMemTableMiB << 20, Logger: p.log})
 	if err != nil {
 		return fmt.Errorf("processor: CheckpointDir: %w", err)
 	}
