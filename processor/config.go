@@ -99,9 +99,10 @@ type Config struct {
 	// partition. Default 10000.
 	CheckpointMaxRecords int
 	// CheckpointMemTableMiB is the state store's memtable size in MiB
-	// (checkpoint.Options.MemTableBytes). Default 16; at least 8. Larger
-	// memtables suit streams whose learners are mostly on disk
-	// (docs/scale.md), at about 4 MiB of disk and 2 MiB of memory per MiB.
+	// (checkpoint.Options.MemTableBytes). Default 16; 8 to
+	// MaxCheckpointMemTableMiB. Larger memtables suit streams whose
+	// learners are mostly on disk (docs/scale.md), at about 4 MiB of disk
+	// and 2 MiB of memory per MiB.
 	CheckpointMemTableMiB int
 
 	// LabelsTTL expires pending predictions older than this in event time
