@@ -122,7 +122,7 @@ type Cache struct {
 type Output struct {
 	TopK         int           `yaml:"top_k" doc:"arms listed in the ranking of a decision record scored by a regression learner"`
 	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
-	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"output writer batch timeout: the longest a prediction waits to be batched (latency vs throughput)"`
+	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"the longest a prediction waits for its batch to fill (linger); 0: no wait, batches form while a request is in flight"`
 	Compression  string        `yaml:"compression" doc:"compression of the output and dead-letter batches: none, gzip, snappy, lz4 or zstd"`
 }
 

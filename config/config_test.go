@@ -303,7 +303,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"changelog.standby_replicas", func(c *Config) { c.Changelog.Enabled, c.Changelog.StandbyReplicas = false, 1 }},
 		{"cache.max_learners", func(c *Config) { c.Cache.MaxLearners = 0 }},
 		{"output.top_k", func(c *Config) { c.Output.TopK = -1 }},
-		{"output.batch_timeout", func(c *Config) { c.Output.BatchTimeout = 0 }},
+		{"output.batch_timeout", func(c *Config) { c.Output.BatchTimeout = -time.Millisecond }},
 		{"http.addr", func(c *Config) { c.HTTP.Addr = "8080" }},
 		{"log.level", func(c *Config) { c.Log.Level = "loud" }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},

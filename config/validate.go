@@ -148,7 +148,9 @@ func (c *Config) Validate() error {
 	if c.Output.TopK < 0 {
 		bad("output.top_k", "%d must be >= 0", c.Output.TopK)
 	}
-	positiveDuration(bad, "output.batch_timeout", c.Output.BatchTimeout)
+	if c.Output.BatchTimeout < 0 {
+		bad("output.batch_timeout", "%v must be >= 0 (0 = no wait)", c.Output.BatchTimeout)
+	}
 	if c.HTTP.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 			bad("http.addr", "%q is not [host]:port", c.HTTP.Addr)

@@ -25,7 +25,7 @@ const (
 	DefaultTopK                  = 10
 	DefaultMaxValueBytes         = 1 << 20
 	DefaultShutdownGrace         = 25 * time.Second
-	DefaultBatchTimeout          = 2 * time.Millisecond
+	DefaultBatchTimeout          = time.Duration(0)
 	DefaultCompression           = "lz4"
 	DefaultSessionTimeout        = 10 * time.Second
 	DefaultHeartbeatInterval     = time.Second
@@ -145,7 +145,11 @@ type Config struct {
 	// context is cancelled. Default 25s (below Kubernetes' default 30 s
 	// termination grace period, leaving time for the process to exit).
 	ShutdownGrace time.Duration
-	// BatchTimeout is the output writer's batch timeout. Default 2ms.
+	// BatchTimeout is the longest a prediction waits for its batch to fill
+	// before it is produced (Kafka's linger.ms). Default 0: what is queued
+	// goes at once, and the predictions made while a request is in flight
+	// form the next batch, so batches grow with the load without a timer
+	// (docs/pipeline.md, "Output").
 	BatchTimeout time.Duration
 	// Compression of the output and dead-letter batches: "none", "gzip",
 	// "snappy", "lz4" or "zstd". Default "lz4" (cheap on CPU; predictions
@@ -226,9 +230,6 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
-	if cfg.BatchTimeout == 0 {
-		cfg.BatchTimeout = DefaultBatchTimeout
 	}
 	if cfg.Compression == "" {
 		cfg.Compression = DefaultCompression

@@ -23,16 +23,18 @@ type outMsg struct {
 
 // emitter produces one partition's messages in order, in batches: while a
 // batch is in flight the next records accumulate, so throughput grows with
-// load while an idle stream pays one round trip. It retries a failed batch
-// with backoff until it is acknowledged (at least once) or the emitter is
-// stopped, and publishes the highest acknowledged sequence number for the
-// checkpoint's first step.
+// load while an idle stream pays one round trip, plus at most linger for a
+// batch to fill (Config.BatchTimeout, Kafka's linger.ms). It retries the
+// unacknowledged messages of a batch with backoff until they are
+// acknowledged (at least once) or the emitter is stopped, and publishes the
+// highest acknowledged sequence number for the checkpoint's first step.
 type emitter struct {
-	w       *kafka.Writer
+	w       messageWriter
 	ch      chan outMsg
 	log     zerolog.Logger
 	metrics *metrics
 	backoff time.Duration
+	linger  time.Duration
 
 	mu     sync.Mutex
 	acked  uint64
@@ -48,8 +50,8 @@ type emitter struct {
 
 const emitBatch = 512
 
-func newEmitter(w *kafka.Writer, log zerolog.Logger, m *metrics, backoffMax time.Duration) *emitter {
-	return &emitter{w: w, ch: make(chan outMsg, 4*emitBatch), log: log, metrics: m, backoff: backoffMax,
+func newEmitter(w messageWriter, log zerolog.Logger, m *metrics, backoffMax, linger time.Duration) *emitter {
+	return &emitter{w: w, ch: make(chan outMsg, 4*emitBatch), log: log, metrics: m, backoff: backoffMax, linger: linger,
 		notify: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -62,6 +64,8 @@ func (e *emitter) run(ctx context.Context) {
 	batch := make([]outMsg, 0, emitBatch)
 	msgs := make([]kafka.Message, 0, emitBatch)
 	ep := newEpisode(e.log, "produce")
+	lingerTimer := time.NewTimer(time.Hour)
+	lingerTimer.Stop()
 	for {
 		batch = batch[:0]
 		select {
@@ -70,15 +74,7 @@ func (e *emitter) run(ctx context.Context) {
 		case m := <-e.ch:
 			batch = append(batch, m)
 		}
-	fill:
-		for len(batch) < emitBatch {
-			select {
-			case m := <-e.ch:
-				batch = append(batch, m)
-			default:
-				break fill
-			}
-		}
+		batch = e.fill(ctx, batch, lingerTimer)
 		msgs = msgs[:0]
 		for _, m := range batch {
 			msgs = append(msgs, m.msg)
@@ -94,11 +90,14 @@ func (e *emitter) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if isTooLarge(err) && stripOversized(msgs) {
+			tooLarge := isTooLarge(err)
+			fatal := classifyProduce(err, msgs, &persistent)
+			msgs = unacknowledged(msgs, err) // classified first: it compacts msgs
+			if tooLarge && stripOversized(msgs) {
 				e.log.Warn().Err(err).Msg("dead letter refused as too large by the DLQ topic: resent without its value")
 				continue
 			}
-			if fatal := classifyProduce(err, msgs, &persistent); fatal != nil {
+			if fatal != nil {
 				e.mu.Lock()
 				e.failErr = fatal
 				e.mu.Unlock()
@@ -131,6 +130,57 @@ func (e *emitter) run(ctx context.Context) {
 		e.notify = make(chan struct{})
 		e.mu.Unlock()
 	}
+}
+
+// fill adds to batch what is queued, then waits up to e.linger from now
+// for more while the batch is below emitBatch.
+func (e *emitter) fill(ctx context.Context, batch []outMsg, t *time.Timer) []outMsg {
+	for len(batch) < emitBatch {
+		select {
+		case m := <-e.ch:
+			batch = append(batch, m)
+			continue
+		default:
+		}
+		break
+	}
+	if e.linger <= 0 || len(batch) >= emitBatch {
+		return batch
+	}
+	t.Reset(e.linger)
+	defer t.Stop()
+	for len(batch) < emitBatch {
+		select {
+		case m := <-e.ch:
+			batch = append(batch, m)
+		case <-t.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
+}
+
+// unacknowledged returns the messages of msgs that err reports as not
+// acknowledged, in order, compacted in place; all of them unless err is a
+// kafka.WriteErrors.
+func unacknowledged(msgs []kafka.Message, err error) []kafka.Message {
+	var we kafka.WriteErrors
+	if !errors.As(err, &we) || len(we) != len(msgs) {
+		return msgs
+	}
+	n := 0
+	for i := range msgs {
+		if we[i] != nil {
+			msgs[n] = msgs[i]
+			n++
+		}
+	}
+	if n == 0 {
+		return msgs
+	}
+	return msgs[:n]
 }
 
 // waitAcked blocks until every message up to seq is acknowledged.

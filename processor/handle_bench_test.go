@@ -38,7 +38,7 @@ func benchmarkHandle(b *testing.B, keyTTL time.Duration) {
 	if err := w.restore(-1, -1); err != nil {
 		b.Fatal(err)
 	}
-	w.em = newEmitter(nil, w.log, p.m, time.Second)
+	w.em = newEmitter(nil, w.log, p.m, time.Second, 0)
 	w.hard = context.Background()
 	go func() {
 		for range w.em.ch {

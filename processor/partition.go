@@ -24,7 +24,7 @@ type worker struct {
 	part  int
 	log   zerolog.Logger
 	store *checkpoint.Store
-	w     *kafka.Writer
+	out   *producer // what the emitter produces with
 	cache *learnerCache
 	pend  *pendingMap
 	dec   *decoder
@@ -71,9 +71,9 @@ type scored struct {
 	p models.Prediction
 }
 
-func newWorker(p *Processor, store *checkpoint.Store, w *kafka.Writer, part int) *worker {
+func newWorker(p *Processor, store *checkpoint.Store, produce *kafka.Client, part int) *worker {
 	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
-		store: store, w: w, dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
+		store: store, out: newProducer(produce, compressionCodecs[p.cfg.Compression]), dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
 	for i := 0; i < p.inParts; i++ {
 		wk.partIDs = append(wk.partIDs, i)
@@ -124,7 +124,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 		return nil
 	}
-	w.em = newEmitter(w.w, w.log, w.p.m, w.cfg.RetryBackoffMax)
+	w.em = newEmitter(w.out, w.log, w.p.m, w.cfg.RetryBackoffMax, w.cfg.BatchTimeout)
 	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 	go w.em.run(emCtx)
 

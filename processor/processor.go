@@ -151,20 +151,11 @@ func (p *Processor) Run(ctx context.Context) error {
 		store.Close()
 	}()
 
-	writer := &kafka.Writer{
-		Addr:            kafka.TCP(cfg.Brokers...),
-		Balancer:        &kafka.Murmur2Balancer{},
-		RequiredAcks:    kafka.RequireAll,
-		BatchTimeout:    cfg.BatchTimeout,
-		BatchSize:       emitBatch,
-		BatchBytes:      64 << 20,
-		MaxAttempts:     3,
-		WriteBackoffMin: 50 * time.Millisecond,
-		WriteBackoffMax: time.Second,
-		Transport:       cfg.Transport,
-		Compression:     compressionCodecs[cfg.Compression],
+	// One client (one connection pool) for every partition's producer.
+	produce := p.client()
+	if t, ok := produce.Transport.(*kafka.Transport); ok && cfg.Transport == nil {
+		defer t.CloseIdleConnections()
 	}
-	defer writer.Close()
 
 	p.admin = p.client()
 	if t, ok := p.admin.Transport.(*kafka.Transport); ok && p.cfg.Transport == nil {
@@ -281,7 +272,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		ep.ok()
 		backoff = 100 * time.Millisecond
-		if err := p.runGeneration(ctx, gen, store, writer, leave); err != nil {
+		if err := p.runGeneration(ctx, gen, store, produce, leave); err != nil {
 			leave()
 			return err
 		}
@@ -295,7 +286,7 @@ func (p *Processor) Run(ctx context.Context) error {
 // generation ends or ctx is cancelled, and returns once they have all
 // checkpointed. On shutdown it leaves the group before the generation's
 // goroutine returns, so that kafka-go does not rejoin in between.
-func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, store *checkpoint.Store, writer *kafka.Writer, leave func()) error {
+func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, store *checkpoint.Store, produce *kafka.Client, leave func()) error {
 	cfg := p.cfg
 	groupLab := map[int]int64{}
 	for _, a := range gen.Assignments[cfg.LabelsTopic] {
@@ -361,7 +352,7 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 					lab = kafka.LastOffset
 				}
 			}
-			w := newWorker(p, store, writer, a.ID)
+			w := newWorker(p, store, produce, a.ID)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

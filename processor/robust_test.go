@@ -65,7 +65,7 @@ func newHandleWorker(t *testing.T, algo string, mod func(*Config), seed func(*ch
 	if err := w.restore(-1, -1); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	w.em = newEmitter(nil, w.log, p.m, time.Second)
+	w.em = newEmitter(nil, w.log, p.m, time.Second, 0)
 	w.hard = context.Background()
 	out := make(chan outMsg, 1024)
 	go func() {

@@ -60,7 +60,7 @@ func newTester(t *testing.T, spec models.Spec, tune func(*Config)) *tester {
 	if err := w.restore(-1, -1); err != nil {
 		t.Fatal(err)
 	}
-	w.em = newEmitter(nil, w.log, p.m, time.Second)
+	w.em = newEmitter(nil, w.log, p.m, time.Second, 0)
 	w.hard = context.Background()
 	ts.w = w
 	return ts

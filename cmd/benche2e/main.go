@@ -148,6 +148,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		p50, p99, pmax float64
 		latN           int
 	}
+	relayOut, err := relayWriterSettings()
+	if err != nil {
+		return err
+	}
 	var rows []row
 	pipelines := []struct {
 		name    string
@@ -156,7 +160,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		start   func(ctx context.Context, in, out string) (stop func() error, err error)
 	}{
 		{"kafka-go relay (read, write, no learning)", ".relay", o.skipRelay, func(ctx context.Context, in, out string) (func() error, error) {
-			return startRelay(ctx, b.Addrs(), in, out, o.partitions)
+			return startRelay(ctx, b.Addrs(), in, out, o.partitions, relayOut)
 		}},
 		{fmt.Sprintf("kernelstream (%s, dim %d)", o.spec.Algorithm, o.spec.Dim), "", o.skipProcessor, func(ctx context.Context, in, out string) (func() error, error) {
 			return startProcessor(ctx, b.Addrs(), in, out, o)
@@ -419,14 +423,38 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 	return func() error { cancel(); return <-done }, nil
 }
 
+// relayWriterSettings gives the relay's writer kernelstream's output
+// settings (config.Default with the environment's overrides): the same
+// compression, and its linger as the batch timeout (kafka-go's Writer has
+// no zero, which it reads as 1 s: a nanosecond sends each call's messages
+// at once).
+func relayWriterSettings() (writerSettings, error) {
+	cfg := config.Default()
+	if err := config.ApplyEnv(&cfg, os.Environ()); err != nil {
+		return writerSettings{}, err
+	}
+	var w writerSettings
+	if err := w.compression.UnmarshalText([]byte(cfg.Output.Compression)); err != nil {
+		return writerSettings{}, fmt.Errorf("output.compression: %w", err)
+	}
+	w.batchTimeout = max(cfg.Output.BatchTimeout, time.Nanosecond)
+	return w, nil
+}
+
+type writerSettings struct {
+	batchTimeout time.Duration
+	compression  kafka.Compression
+}
+
 // startRelay is the baseline: per partition, a kafka-go Reader feeding a
-// kafka-go Writer (RequireAll, 2 ms batch timeout, like the processor's
-// output), batching whatever has arrived, without decoding anything.
-func startRelay(ctx context.Context, addrs []string, in, out string, partitions int) (func() error, error) {
+// kafka-go Writer (RequireAll; compression and batch timeout from
+// settings), batching whatever has arrived, without decoding anything.
+func startRelay(ctx context.Context, addrs []string, in, out string, partitions int, settings writerSettings) (func() error, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	w := &kafka.Writer{
 		Addr: kafka.TCP(addrs...), Topic: out, Balancer: &kafka.Murmur2Balancer{},
-		RequiredAcks: kafka.RequireAll, BatchTimeout: 2 * time.Millisecond, BatchSize: 1000, BatchBytes: 64 << 20,
+		RequiredAcks: kafka.RequireAll, BatchTimeout: settings.batchTimeout, BatchSize: 1000, BatchBytes: 64 << 20,
+		Compression: settings.compression,
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, partitions)
