@@ -27,6 +27,11 @@ func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- kafka.
 		rl.ok()
 		select {
 		case ch <- m:
+			continue
+		default:
+		}
+		select {
+		case ch <- m:
 		case <-ctx.Done():
 			return
 		}
@@ -128,6 +133,11 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Mes
 	if m.lab == nil {
 		if m.in.len() > 0 {
 			return m.take(&m.in)
+		}
+		select { // the common case under load, without the three-way select's cost
+		case msg := <-m.in.ch:
+			return msg, false, true, nil
+		default:
 		}
 		select {
 		case msg := <-m.in.ch:
