@@ -36,6 +36,7 @@ type worker struct {
 	emitFrom          int64 // input records below it are replayed without emitting
 	watermark         int64 // largest event time seen (ms)
 	seq               uint64
+	outSlab           slab // the values of predictions (send.go)
 	sinceCkpt         int
 	lastCkpt          time.Time
 	lag               int64           // last lag published to the counters

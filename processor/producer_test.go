@@ -258,3 +258,24 @@ func TestEmitterLinger(t *testing.T) {
 		})
 	}
 }
+
+// Values taken from the slab keep their bytes while later ones are taken,
+// cannot grow into their neighbours, and a value larger than what is left
+// (or than a whole array) is one of its own.
+func TestSlab(t *testing.T) {
+	var s slab
+	var vals [][]byte
+	for i, n := range []int{100, 3000, slabBytes, 200, 7, slabBytes - 600, 900, 40} {
+		v := s.take(append(s.tail(), strings.Repeat(string(rune('a'+i)), n)...))
+		if len(v) != n || cap(v) != n {
+			t.Fatalf("value %d: len %d cap %d, want %d", i, len(v), cap(v), n)
+		}
+		vals = append(vals, v)
+	}
+	_ = append(vals[0], 'z') // must not write into value 1
+	for i, v := range vals {
+		if strings.Count(string(v), string(rune('a'+i))) != len(v) {
+			t.Errorf("value %d was overwritten", i)
+		}
+	}
+}
