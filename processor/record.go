@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // Record kinds (the rows of the wire contract, docs/pipeline.md "Records").
@@ -322,41 +321,14 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// numToken scans a JSON number and returns its text.
+// numToken scans a JSON number and returns its text (number's grammar;
+// its value, computed on the way, is not needed here).
 func (d *decoder) numToken() ([]byte, bool) {
 	start := d.pos
-	d.eat('-')
-	switch {
-	case d.eat('0'):
-	case d.pos < len(d.data) && d.data[d.pos] >= '1' && d.data[d.pos] <= '9':
-		d.digits()
-	default:
+	if _, ok, _ := d.number(); !ok {
 		return nil, false
 	}
-	if d.eat('.') {
-		if d.digits() == 0 {
-			return nil, false
-		}
-	}
-	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
-		d.pos++
-		if !d.eat('+') {
-			d.eat('-')
-		}
-		if d.digits() == 0 {
-			return nil, false
-		}
-	}
 	return d.data[start:d.pos], true
-}
-
-func (d *decoder) digits() int {
-	n := 0
-	for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
-		d.pos++
-		n++
-	}
-	return n
 }
 
 // hasLiteral consumes lit if it comes next.
@@ -375,14 +347,14 @@ func (d *decoder) finite(field string) (float64, error) {
 	}
 	c := d.data[d.pos]
 	if c == '-' || c >= '0' && c <= '9' {
-		tok, ok := d.numToken()
+		start := d.pos
+		f, ok, err := d.number()
 		if !ok {
-			if d.hasLiteral("Infinity") {
+			if d.pos = start; d.eat('-') && d.hasLiteral("Infinity") {
 				return 0, fail(reasonNonFinite, field+": -Infinity")
 			}
 			return 0, fail(reasonBadJSON, field+": malformed number")
 		}
-		f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
 		if err != nil || math.IsInf(f, 0) {
 			return 0, fail(reasonNonFinite, field+": number out of float64 range")
 		}
