@@ -3,6 +3,7 @@ package processor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -191,16 +192,14 @@ func (pr *producer) send(ctx context.Context, g *produceGroup, msgs []kafka.Mess
 			size += s
 			end++
 		}
-		g.records.reset(msgs, g.idx[start:end])
-		res, err := pr.client.Produce(ctx, &kafka.ProduceRequest{Topic: g.topic, Partition: g.partition,
-			RequiredAcks: pr.acks, Compression: pr.compression, Records: &g.records})
-		if err == nil && res != nil {
-			err = res.Error
-			if err == nil {
-				for _, e := range res.RecordErrors {
-					err = e
-					break
-				}
+		var err error
+		for attempt := 0; ; attempt++ {
+			if err = pr.produce(ctx, g, msgs, start, end); err == nil || attempt+1 == produceAttempts || !retriable(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
 			}
 		}
 		if err != nil {
@@ -212,6 +211,41 @@ func (pr *producer) send(ctx context.Context, g *produceGroup, msgs []kafka.Mess
 	}
 	g.idx = g.idx[:0]
 	return nil
+}
+
+// produceAttempts is how many times a request is tried before its failure
+// reaches the emitter (kafka.Writer's MaxAttempts was 3 here): a connection
+// that died with a restarted broker fails once, and is not an outage.
+const produceAttempts = 3
+
+func (pr *producer) produce(ctx context.Context, g *produceGroup, msgs []kafka.Message, start, end int) error {
+	g.records.reset(msgs, g.idx[start:end])
+	res, err := pr.client.Produce(ctx, &kafka.ProduceRequest{Topic: g.topic, Partition: g.partition,
+		RequiredAcks: pr.acks, Compression: pr.compression, Records: &g.records})
+	if err != nil || res == nil {
+		return err
+	}
+	if res.Error != nil {
+		return res.Error
+	}
+	for _, e := range res.RecordErrors {
+		return e
+	}
+	return nil
+}
+
+// retriable is true for network errors and the Kafka errors the protocol
+// marks retriable; false for the others (too large, not authorized, ...)
+// and for a cancelled or expired context.
+func retriable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var code kafka.Error
+	if errors.As(err, &code) {
+		return code.Temporary()
+	}
+	return true
 }
 
 // messageRecords reads a group's messages as kafka.Records without copying

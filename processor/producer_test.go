@@ -211,6 +211,7 @@ func TestUnacknowledged(t *testing.T) {
 // The emitter sends what is queued at once without a linger; with one it
 // waits up to the linger for its batch to fill.
 func TestEmitterLinger(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		linger time.Duration
