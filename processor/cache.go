@@ -21,55 +21,13 @@ type slot struct {
 	dirty   bool   // changed since the last checkpoint (Predict may advance the PRNG)
 	stored  bool   // a version of it is in Badger
 
-	prev, next *slot // LRU links (intrusive: no allocation per learner)
-}
-
-// lruList is a circular doubly linked list of slots around a sentinel;
-// front = most recently used.
-type lruList struct {
-	root slot
-	n    int
-}
-
-func (l *lruList) init() {
-	l.root.prev, l.root.next, l.n = &l.root, &l.root, 0
-}
-
-func (l *lruList) pushFront(s *slot) {
-	if l.root.next == nil {
-		l.init()
-	}
-	s.prev, s.next = &l.root, l.root.next
-	l.root.next.prev = s
-	l.root.next = s
-	l.n++
-}
-
-func (l *lruList) remove(s *slot) {
-	s.prev.next, s.next.prev = s.next, s.prev
-	s.prev, s.next = nil, nil
-	l.n--
-}
-
-func (l *lruList) moveToFront(s *slot) {
-	if l.root.next == s {
-		return
-	}
-	l.remove(s)
-	l.pushFront(s)
-}
-
-// back is the least recently used slot (nil when empty).
-func (l *lruList) back() *slot {
-	if l.n == 0 {
-		return nil
-	}
-	return l.root.prev
+	prev, next *slot // eviction-order links (intrusive: no allocation per learner)
+	protected  bool  // in the protected segment of the eviction order (slru.go)
 }
 
 // learnerCache holds one partition's learners. At most about max learners
-// are in memory across all partitions (a shared counter); the least recently
-// used are evicted. An evicted learner that is dirty is marshalled into
+// are in memory across all partitions (a shared counter); the partition
+// that needs room evicts in its segmented-LRU order (slru.go). An evicted learner that is dirty is marshalled into
 // `evicted` and stays there until the next checkpoint writes it: it never
 // reaches Badger outside a checkpoint, so Badger only ever holds checkpointed
 // state, and a key read back before that checkpoint comes from `evicted`.
@@ -78,7 +36,7 @@ type learnerCache struct {
 	spec     models.Spec
 	store    *checkpoint.Store
 	live     map[string]*slot
-	lru      lruList
+	lru      segmentedLRU
 	evicted  map[string][]byte
 	inflight map[string][]byte // blobs of the checkpoint in flight (nil: a key it deletes)
 	spare    map[string][]byte // the last committed inflight map, emptied: the next `evicted` (no regrowth)
@@ -156,7 +114,7 @@ func (c *learnerCache) setOnDisk(n int) {
 // get returns the learner of key, loading or creating it.
 func (c *learnerCache) get(key []byte) (*slot, error) {
 	if s, ok := c.live[string(key)]; ok {
-		c.lru.moveToFront(s)
+		c.lru.touch(s)
 		c.look.hits++
 		return s, nil
 	}
@@ -212,7 +170,7 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		c.skipped++
 		c.look.fresh++
 	}
-	c.lru.pushFront(s)
+	c.lru.insert(s)
 	c.live[k] = s
 	c.global.Add(1)
 	return s, c.evict()
@@ -232,11 +190,14 @@ func (c *learnerCache) decode(s *slot, blob []byte) error {
 	return nil
 }
 
-// evict drops least recently used learners while the global count is above
-// max, keeping at least the one just used.
+// evict drops learners in eviction order (slru.go) while the global count
+// is above max, keeping at least the one just used (the front of the order).
 func (c *learnerCache) evict() error {
-	for c.global.Load() > int64(c.max) && c.lru.n > 1 {
-		s := c.lru.back()
+	for c.global.Load() > int64(c.max) {
+		s := c.lru.victim()
+		if s == nil {
+			break
+		}
 		if s.dirty {
 			b, err := encodeSlot(s)
 			if err != nil {
