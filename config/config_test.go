@@ -95,8 +95,10 @@ func TestParseFullFile(t *testing.T) {
 func TestUnknownKeysNameKeyAndLine(t *testing.T) {
 	cases := []struct{ yaml, want string }{
 		{"kafka:\n  brokers: [a:1]\n  grup: x\n", "cfg.yaml:3: unknown key kafka.grup"},
+		{"kafka:\n  compression: zstd\n", "wrong_partition); did you mean output.compression?"},
 		{"kafka:\n  tls:\n    enabled: true\n    ca: x\n", "cfg.yaml:4: unknown key kafka.tls.ca"},
 		{"log:\n  level: info\nlogging: {}\n", "cfg.yaml:3: unknown key logging"},
+		{"level: debug\n", "cfg.yaml:1: unknown key level (known here: cache, changelog, checkpoint, http, kafka, labels, log, model, output, shutdown, state); did you mean log.level?"},
 		{"model:\n  algorithm: kogd\n  kernel:\n    width: 2\n", "cfg.yaml:4: unknown key model.kernel.width"},
 		{"http:\n  addr: :1\n  addr: :2\n", "cfg.yaml:3: key http.addr given twice"},
 		{"kafka: 3\n", "cfg.yaml:1: kafka must be a mapping"},
@@ -219,6 +221,7 @@ func TestEnvOverrides(t *testing.T) {
 
 	bad := []struct{ env, want string }{
 		{"KERNELSTREAM_KAFKA_GRUP=x", "KERNELSTREAM_KAFKA_GRUP names no configuration key"},
+		{"KERNELSTREAM_KAFKA_COMPRESSION=zstd", "names no configuration key (see Keys / docs/operations.md); did you mean output.compression?"},
 		{"KERNELSTREAM_CACHE_MAX_LEARNERS=many", "KERNELSTREAM_CACHE_MAX_LEARNERS (cache.max_learners): want an integer"},
 		{"KERNELSTREAM_LABELS_TTL=3", "KERNELSTREAM_LABELS_TTL (labels.ttl): want a duration"},
 		{"KERNELSTREAM_KAFKA_TLS_ENABLED=yes please", "(kafka.tls.enabled): want true or false"},

@@ -118,7 +118,8 @@ func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string) error {
 				known = append(known, name)
 			}
 			sort.Strings(known)
-			return fmt.Errorf("config: %s:%d: unknown key %s (known here: %s)", file, k.Line, path, strings.Join(known, ", "))
+			return fmt.Errorf("config: %s:%d: unknown key %s (known here: %s)%s", file, k.Line, path, strings.Join(known, ", "),
+				didYouMean(func(key Key) bool { return key.Path != path && lastPart(key.Path) == k.Value }))
 		}
 		if seen[k.Value] {
 			return fmt.Errorf("config: %s:%d: key %s given twice", file, k.Line, path)
@@ -130,6 +131,23 @@ func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string) error {
 	}
 	return nil
 }
+
+// didYouMean names the keys that match, for an unknown key whose name exists
+// in another section (kafka.compression for output.compression).
+func didYouMean(match func(Key) bool) string {
+	var hits []string
+	for _, k := range keyTable {
+		if match(k) {
+			hits = append(hits, k.Path)
+		}
+	}
+	if len(hits) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(hits, " or ") + "?"
+}
+
+func lastPart(path string) string { return path[strings.LastIndexByte(path, '.')+1:] }
 
 // ApplyEnv applies the KERNELSTREAM_* variables of environ ("NAME=value"
 // pairs) to cfg. A KERNELSTREAM_ variable that names no key is an error, like
@@ -147,7 +165,9 @@ func ApplyEnv(cfg *Config, environ []string) error {
 		}
 		k, known := byEnv[name]
 		if !known {
-			return fmt.Errorf("config: environment variable %s names no configuration key (see Keys / docs/operations.md)", name)
+			_, rest, _ := strings.Cut(strings.TrimPrefix(name, EnvPrefix), "_")
+			return fmt.Errorf("config: environment variable %s names no configuration key (see Keys / docs/operations.md)%s", name,
+				didYouMean(func(key Key) bool { return rest != "" && strings.HasSuffix(key.Env, "_"+rest) }))
 		}
 		if err := setString(root.FieldByIndex(k.index), value); err != nil {
 			return fmt.Errorf("config: %s (%s): %w", name, k.Path, err)
