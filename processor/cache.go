@@ -27,8 +27,8 @@ type slot struct {
 
 // learnerCache holds one partition's learners. At most about max learners
 // are in memory across all partitions (a shared counter); the partition
-// that needs room evicts in its segmented-LRU order (slru.go). An evicted learner that is dirty is marshalled into
-// `evicted` and stays there until the next checkpoint writes it: it never
+// that needs room evicts in its segmented-LRU order (slru.go). An evicted
+// learner that is dirty is marshalled into `evicted` and stays there until the next checkpoint writes it: it never
 // reaches Badger outside a checkpoint, so Badger only ever holds checkpointed
 // state, and a key read back before that checkpoint comes from `evicted`.
 type learnerCache struct {

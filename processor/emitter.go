@@ -135,14 +135,14 @@ func (e *emitter) run(ctx context.Context) {
 // fill adds to batch what is queued, then waits up to e.linger from now
 // for more while the batch is below emitBatch.
 func (e *emitter) fill(ctx context.Context, batch []outMsg, t *time.Timer) []outMsg {
+queued:
 	for len(batch) < emitBatch {
 		select {
 		case m := <-e.ch:
 			batch = append(batch, m)
-			continue
 		default:
+			break queued
 		}
-		break
 	}
 	if e.linger <= 0 || len(batch) >= emitBatch {
 		return batch

@@ -26,69 +26,18 @@ var exactPow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 
 // a number out of float64's range.
 func (d *decoder) number() (f float64, ok bool, err error) {
 	start := d.pos
-	neg := d.eat('-')
-	var mant uint64
-	exact := true // mant holds every digit
-	exp := 0
-	digit := func(c byte) {
-		if mant < 1<<59 {
-			mant = mant*10 + uint64(c-'0')
-		} else {
-			exact = false
-		}
-	}
-	switch {
-	case d.eat('0'):
-	case d.pos < len(d.data) && d.data[d.pos] >= '1' && d.data[d.pos] <= '9':
-		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
-			digit(d.data[d.pos])
-			d.pos++
-		}
-	default:
+	n, ok := d.scanNumber()
+	if !ok {
 		return 0, false, nil
 	}
-	if d.eat('.') {
-		n := 0
-		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
-			digit(d.data[d.pos])
-			exp--
-			d.pos++
-			n++
-		}
-		if n == 0 {
-			return 0, false, nil
-		}
-	}
-	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
-		d.pos++
-		eneg := false
-		if !d.eat('+') {
-			eneg = d.eat('-')
-		}
-		e, n := 0, 0
-		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
-			if e < 10000 {
-				e = e*10 + int(d.data[d.pos]-'0')
-			}
-			d.pos++
-			n++
-		}
-		if n == 0 {
-			return 0, false, nil
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	if exact && mant < 1<<53 && exp >= -22 && exp <= 22 {
-		f = float64(mant)
-		if exp >= 0 {
-			f *= exactPow10[exp]
+	if n.exact && n.mant < 1<<53 && n.exp >= -22 && n.exp <= 22 {
+		f = float64(n.mant)
+		if n.exp >= 0 {
+			f *= exactPow10[n.exp]
 		} else {
-			f /= exactPow10[-exp]
+			f /= exactPow10[-n.exp]
 		}
-		if neg {
+		if n.neg {
 			f = -f
 		}
 		return f, true, nil
@@ -96,4 +45,69 @@ func (d *decoder) number() (f float64, ok bool, err error) {
 	tok := d.data[start:d.pos]
 	f, err = strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
 	return f, true, err
+}
+
+// decimal is a scanned number: ±mant × 10^exp, exact when mant holds every
+// digit.
+type decimal struct {
+	mant  uint64
+	exp   int
+	exact bool
+	neg   bool
+}
+
+// scanNumber reads a JSON number's grammar at d.pos, accumulating its
+// digits; ok is false for text that is not one.
+func (d *decoder) scanNumber() (n decimal, ok bool) {
+	n.exact = true
+	n.neg = d.eat('-')
+	switch {
+	case d.eat('0'):
+	case d.pos < len(d.data) && d.data[d.pos] >= '1' && d.data[d.pos] <= '9':
+		d.mantissaDigits(&n)
+	default:
+		return n, false
+	}
+	if d.eat('.') {
+		k := d.mantissaDigits(&n)
+		if k == 0 {
+			return n, false
+		}
+		n.exp -= k
+	}
+	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+		d.pos++
+		eneg := false
+		if !d.eat('+') {
+			eneg = d.eat('-')
+		}
+		e, k := 0, 0
+		for ; d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9'; d.pos, k = d.pos+1, k+1 {
+			if e < 10000 {
+				e = e*10 + int(d.data[d.pos]-'0')
+			}
+		}
+		if k == 0 {
+			return n, false
+		}
+		if eneg {
+			e = -e
+		}
+		n.exp += e
+	}
+	return n, true
+}
+
+// mantissaDigits adds the digits at d.pos to n.mant (n.exact turns false
+// once it cannot take more) and returns how many there were.
+func (d *decoder) mantissaDigits(n *decimal) int {
+	k := 0
+	for ; d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9'; d.pos, k = d.pos+1, k+1 {
+		if n.mant < 1<<59 {
+			n.mant = n.mant*10 + uint64(d.data[d.pos]-'0')
+		} else {
+			n.exact = false
+		}
+	}
+	return k
 }

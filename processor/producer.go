@@ -32,7 +32,7 @@ type messageWriter interface {
 // a synchronous caller cannot fill. Messages keep the Writer's placement:
 // kafka.Murmur2Balancer over the topic's partitions (Java's default
 // partitioner), the partition count read through the transport's metadata
-// cache once per topic and batch.
+// cache at each change of topic within a batch.
 //
 // A producer is used by one goroutine: its buffers are reused batch after
 // batch.

@@ -321,11 +321,10 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// numToken scans a JSON number and returns its text (number's grammar;
-// its value, computed on the way, is not needed here).
+// numToken scans a JSON number and returns its text.
 func (d *decoder) numToken() ([]byte, bool) {
 	start := d.pos
-	if _, ok, _ := d.number(); !ok {
+	if _, ok := d.scanNumber(); !ok {
 		return nil, false
 	}
 	return d.data[start:d.pos], true

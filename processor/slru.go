@@ -10,7 +10,8 @@ package processor
 // probation's least recently used first. Keys seen once (a crawl, a burst
 // of one-off visitors) so leave without pushing out the keys that come
 // back, which plain LRU evicts as soon as max_learners distinct keys have
-// passed. Every operation is O(1) and allocates nothing.
+// passed. Every operation is O(1) (a use may demote several learners after
+// removals shrank the partition: amortized) and allocates nothing.
 
 // protectedPercent bounds the protected segment, in percent of the
 // partition's learners in memory (the usual SLRU split).
@@ -35,18 +36,13 @@ func (c *segmentedLRU) insert(s *slot) {
 
 // touch records a use of a learner in memory.
 func (c *segmentedLRU) touch(s *slot) {
-	if s.protected {
-		c.protected.moveToFront(s)
-	} else {
-		c.probation.remove(s)
-		s.protected = true
-		c.protected.pushFront(s)
-	}
+	c.remove(s)
+	s.protected = true
+	c.protected.pushFront(s)
 	for c.protected.n*100 > protectedPercent*c.len() {
 		d := c.protected.back()
-		c.protected.remove(d)
-		d.protected = false
-		c.probation.pushFront(d)
+		c.remove(d)
+		c.insert(d)
 	}
 }
 
