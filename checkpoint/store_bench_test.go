@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/kernelstream/kernelstream/internal/cputime"
 )
 
 // BenchmarkReadLearner measures the cold-learner read of the processor
@@ -64,4 +67,45 @@ func BenchmarkReadLearner(b *testing.B) {
 
 func benchKey(i int) []byte {
 	return binary.BigEndian.AppendUint64([]byte("user-"), uint64(i)*2654435761)
+}
+
+// BenchmarkCommit measures checkpoint commits of learners=N blobs of 336
+// bytes (the size of a small aogd-ald learner with online scaling) drawn
+// from 200,000 keys, so that later commits overwrite earlier ones and
+// Badger flushes and compacts as under a many-keys stream. 1,000 learners
+// fit in one transaction; 10,000 (3.4 MB) take the staged path at the
+// default memtable. cpu-µs/learner is the process's CPU (getrusage), which
+// counts Badger's background flushes and compactions too.
+func BenchmarkCommit(b *testing.B) {
+	const pool, size = 200000, 336
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("learners=%d", n), func(b *testing.B) {
+			s, err := Open(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			r := rand.New(rand.NewPCG(3, 4))
+			cp := &Checkpoint{Meta: []byte{1}, Learners: make([]Op, n)}
+			for i := range cp.Learners {
+				cp.Learners[i].Value = make([]byte, size)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cputime.Process()
+			for i := 0; i < b.N; i++ {
+				for j := range cp.Learners {
+					o := &cp.Learners[j]
+					o.Key = benchKey(r.IntN(pool))
+					for k := 0; k < size; k += 8 {
+						binary.LittleEndian.PutUint64(o.Value[k:], r.Uint64())
+					}
+				}
+				if err := s.Commit(0, cp); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(time.Microsecond)/float64(b.N*n), "cpu-µs/learner")
+		})
+	}
 }

@@ -53,6 +53,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/internal/banditenv"
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/cputime"
 	"github.com/kernelstream/kernelstream/internal/feed"
 )
 
@@ -107,7 +108,7 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 	if err := pprof.StartCPUProfile(&prof); err != nil {
 		return err
 	}
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var feedErr error
@@ -150,7 +151,7 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 		}
 	}
 	progress.Stop()
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Process() - cpu0
 	pprof.StopCPUProfile()
 	cancel()
 	wg.Wait()

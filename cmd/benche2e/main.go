@@ -32,7 +32,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/cputime"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/synth"
 	"github.com/kernelstream/kernelstream/models"
@@ -184,14 +184,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		stop, err := pl.start(ctx, tIn, tOut)
 		if err != nil {
 			stopProfile()
 			return err
 		}
 		err = waitCount(ctx, b.Addrs(), tOut, o.partitions, o.n, 5*time.Minute)
-		cpu := cpuTime() - cpu0
+		cpu := cputime.Process() - cpu0
 		stopProfile()
 		if err := errors.Join(err, stop()); err != nil {
 			return err
@@ -319,18 +319,6 @@ func waitCount(ctx context.Context, addrs []string, topic string, partitions, wa
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// cpuTime is the CPU time (user + system) this process has used: broker,
-// pipeline and the benchmark's polling together. Per record it is a measure
-// of cost that, unlike records/s, does not depend on how much of the machine
-// the process got.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func throughput(msgs []kafka.Message) float64 {
