@@ -91,8 +91,11 @@ type Marker struct {
 }
 
 // BundleKey is the record key of routing key's bundle.
-func BundleKey(routing []byte) []byte {
-	return append([]byte{kindBundle}, routing...)
+func BundleKey(routing []byte) []byte { return AppendBundleKey(nil, routing) }
+
+// AppendBundleKey appends the record key of routing key's bundle to dst.
+func AppendBundleKey(dst, routing []byte) []byte {
+	return append(append(dst, kindBundle), routing...)
 }
 
 // MarkerKey is the record key of a partition's markers.
@@ -104,6 +107,7 @@ func EncodeBundle(dst []byte, b *Bundle) []byte {
 	if b.HasLastRecord {
 		version = codecIdle
 	}
+	start := len(dst)
 	dst = append(dst, magic0, magic1, version, kindBundle)
 	dst = binary.AppendUvarint(dst, b.Seq)
 	dst = binary.AppendVarint(dst, b.NextIn)
@@ -122,15 +126,16 @@ func EncodeBundle(dst []byte, b *Bundle) []byte {
 		dst = appendBytes(dst, e.Key)
 		dst = appendBytes(dst, e.Value)
 	}
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
 // EncodeMarker appends m's record value to dst.
 func EncodeMarker(dst []byte, m *Marker) []byte {
+	start := len(dst)
 	dst = append(dst, magic0, magic1, codecVersion, kindMarker)
 	dst = binary.AppendUvarint(dst, m.Seq)
 	dst = appendBytes(dst, m.Meta)
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
 func appendBytes(dst, b []byte) []byte {

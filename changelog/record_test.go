@@ -24,11 +24,23 @@ func TestRecordRoundTrip(t *testing.T) {
 		if string(d.Routing) != "user-7" || d.Marker != nil || !reflect.DeepEqual(d.Bundle, b) {
 			t.Errorf("round trip: got %+v, want %+v", d.Bundle, b)
 		}
+		// Appended behind other bytes (records cut from one buffer), the
+		// value is the same.
+		prefix := []byte("earlier records")
+		if got := EncodeBundle(prefix, b)[len(prefix):]; !bytes.Equal(got, v) {
+			t.Errorf("EncodeBundle behind %d bytes differs from EncodeBundle(nil)", len(prefix))
+		}
+		if got := AppendBundleKey(prefix, []byte("user-7"))[len(prefix):]; !bytes.Equal(got, BundleKey([]byte("user-7"))) {
+			t.Errorf("AppendBundleKey = %q", got)
+		}
 	}
 	m := &Marker{Seq: 9, Meta: []byte("meta")}
 	d, err := Decode(MarkerKey(), EncodeMarker(nil, m))
 	if err != nil || !reflect.DeepEqual(d.Marker, m) || d.Bundle != nil {
 		t.Fatalf("marker round trip: %+v, %v", d, err)
+	}
+	if got := EncodeMarker([]byte{1, 2}, m)[2:]; !bytes.Equal(got, EncodeMarker(nil, m)) {
+		t.Errorf("EncodeMarker behind 2 bytes differs from EncodeMarker(nil)")
 	}
 	d, err = Decode(BundleKey([]byte("gone")), nil)
 	if err != nil || d.Bundle != nil || d.Marker != nil || string(d.Routing) != "gone" {

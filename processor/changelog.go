@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -262,7 +262,12 @@ func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
 			return err
 		}
 	}
-	msgs := w.changelogMessages(bundles, &changelog.Marker{Seq: seq, Meta: meta})
+	list := make([]keyBundle, 0, len(bundles))
+	for k, b := range bundles {
+		list = append(list, keyBundle{key: []byte(k), b: *b})
+	}
+	slices.SortFunc(list, func(a, b keyBundle) int { return bytes.Compare(a.key, b.key) })
+	msgs := w.changelogMessages(list, &changelog.Marker{Seq: seq, Meta: meta})
 	w.log.Info().Int("keys", len(bundles)).Uint64("seq", seq).Msg("changelog lacks this partition's state: writing it from the local store")
 	return w.writeChangelog(ctx, msgs)
 }
@@ -278,58 +283,77 @@ func routingOf(pendingKey []byte) []byte {
 
 // snapshotChangelog builds the changelog records of a snapshot: a bundle
 // for every routing key whose learner or pending entries it changes (the
-// key's whole current state), then the marker. It runs on the worker
-// goroutine, like takeSnapshot.
+// key's whole current state), in key order, then the marker. It runs on the
+// worker goroutine, like takeSnapshot.
+//
+// A snapshot of a stream with many keys holds a bundle per record, so the
+// keys are sorted once in a slice (no map per key) and the records' keys and
+// values are cut from one buffer (BenchmarkSnapshotChangelog).
 func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
-	learners := make(map[string][]byte, len(snap.cp.Learners))
-	for _, o := range snap.cp.Learners { // later operations (this snapshot's) win over carried ones
-		learners[string(o.Key)] = o.Value
+	cp := &snap.cp
+	touched := make([]touchedKey, 0, len(cp.Learners)+len(cp.Pending)+len(cp.Idle))
+	for i, o := range cp.Learners {
+		touched = append(touched, touchedKey{key: o.Key, learner: o.Value, op: i + 1})
 	}
-	touched := make(map[string]bool, len(learners)+len(snap.cp.Pending))
-	for k := range learners {
-		touched[k] = true
+	for _, o := range cp.Pending {
+		touched = append(touched, touchedKey{key: routingOf(o.Key)})
 	}
-	for _, o := range snap.cp.Pending {
-		touched[string(routingOf(o.Key))] = true
+	for _, o := range cp.Idle {
+		touched = append(touched, touchedKey{key: o.Key})
 	}
-	for _, o := range snap.cp.Idle {
-		touched[string(o.Key)] = true
-	}
-	bundles := make(map[string]*changelog.Bundle, len(touched))
-	for k := range touched {
-		v, ok := learners[k]
-		if !ok {
+	// By key, and within a key by operation: the last learner operation of
+	// a key wins (this snapshot's over those carried from an abandoned one).
+	slices.SortFunc(touched, func(a, b touchedKey) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.op - b.op
+	})
+	bundles := make([]keyBundle, 0, len(touched))
+	for i, t := range touched {
+		if i+1 < len(touched) && bytes.Equal(touched[i+1].key, t.key) {
+			continue // a later operation of the same key follows
+		}
+		v := t.learner
+		if t.op == 0 { // no learner operation: the key's current value
 			var err error
-			if v, err = w.cache.value(k); err != nil {
+			if v, err = w.cache.value(string(t.key)); err != nil {
 				return nil, err
 			}
 		}
-		b := &changelog.Bundle{Seq: w.ckptSeq, NextIn: w.nextIn, NextLab: w.nextLab, Learner: v}
+		kb := keyBundle{key: t.key, b: changelog.Bundle{Seq: w.ckptSeq, NextIn: w.nextIn, NextLab: w.nextLab, Learner: v}}
 		if w.idle != nil {
-			b.LastRecord, b.HasLastRecord = w.idle.last(k)
+			kb.b.LastRecord, kb.b.HasLastRecord = w.idle.last(string(t.key))
 		}
-		bundles[k] = b
+		bundles = append(bundles, kb)
+	}
+	find := func(key []byte) *keyBundle {
+		i, ok := slices.BinarySearchFunc(bundles, key, func(kb keyBundle, k []byte) int { return bytes.Compare(kb.key, k) })
+		if !ok {
+			return nil
+		}
+		return &bundles[i]
 	}
 	if len(bundles) > 0 {
 		for _, e := range w.pend.m {
-			if b, ok := bundles[string(routingOf([]byte(e.key)))]; ok {
-				b.Pending = append(b.Pending, changelog.Entry{Key: []byte(e.key), Value: encodePending(e)})
+			if kb := find(routingOf([]byte(e.key))); kb != nil {
+				kb.b.Pending = append(kb.b.Pending, changelog.Entry{Key: []byte(e.key), Value: encodePending(e)})
 			}
 		}
 	}
 	var erased []string
-	for k, b := range bundles {
-		if b.Empty() {
-			erased = append(erased, k)
+	for i := range bundles {
+		if bundles[i].b.Empty() {
+			erased = append(erased, string(bundles[i].key))
 		}
 	}
-	msgs := w.changelogMessages(bundles, &changelog.Marker{Seq: w.ckptSeq, Meta: snap.cp.Meta})
+	msgs := w.changelogMessages(bundles, &changelog.Marker{Seq: w.ckptSeq, Meta: cp.Meta})
 	// The empty bundles of keys erased by an earlier, completed checkpoint
 	// become tombstones now, so that compaction removes the key itself;
 	// a key written again since keeps its new bundle.
 	var tomb []kafka.Message
 	for _, k := range w.tombstones {
-		if _, again := bundles[k]; !again {
+		if find([]byte(k)) == nil {
 			tomb = append(tomb, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part, Key: changelog.BundleKey([]byte(k))})
 			snap.tombstoned = append(snap.tombstoned, k)
 		}
@@ -339,20 +363,47 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
 	return append(tomb, msgs...), nil
 }
 
-// changelogMessages encodes bundles (in key order, pending entries in key
-// order: the same state gives the same bytes) and the marker, last.
-func (w *worker) changelogMessages(bundles map[string]*changelog.Bundle, m *changelog.Marker) []kafka.Message {
-	keys := make([]string, 0, len(bundles))
-	for k := range bundles {
-		keys = append(keys, k)
+// touchedKey is a routing key a snapshot changes; op is the position + 1 of
+// its learner operation in the checkpoint, 0 for a key changed only by
+// pending or idle-index operations.
+type touchedKey struct {
+	key     []byte
+	learner []byte
+	op      int
+}
+
+// keyBundle is a routing key's changelog bundle.
+type keyBundle struct {
+	key []byte
+	b   changelog.Bundle
+}
+
+// changelogMessages encodes bundles (sorted by key; pending entries are
+// put in key order here: the same state gives the same bytes) and the
+// marker, last. The records' keys and values share one buffer.
+func (w *worker) changelogMessages(bundles []keyBundle, m *changelog.Marker) []kafka.Message {
+	size := 0
+	for i := range bundles {
+		kb := &bundles[i]
+		size += 2*len(kb.key) + len(kb.b.Learner) + 64
+		for _, e := range kb.b.Pending {
+			size += len(e.Key) + len(e.Value) + 2*binary.MaxVarintLen64
+		}
 	}
-	sort.Strings(keys)
-	msgs := make([]kafka.Message, 0, len(keys)+1)
-	for _, k := range keys {
-		b := bundles[k]
-		sort.Slice(b.Pending, func(i, j int) bool { return bytes.Compare(b.Pending[i].Key, b.Pending[j].Key) < 0 })
-		msgs = append(msgs, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part,
-			Key: changelog.BundleKey([]byte(k)), Value: changelog.EncodeBundle(nil, b)})
+	buf := make([]byte, 0, size)
+	cut := func(start int) []byte { return buf[start:len(buf):len(buf)] }
+	msgs := make([]kafka.Message, 0, len(bundles)+1)
+	for i := range bundles {
+		kb := &bundles[i]
+		if len(kb.b.Pending) > 1 {
+			slices.SortFunc(kb.b.Pending, func(a, b changelog.Entry) int { return bytes.Compare(a.Key, b.Key) })
+		}
+		start := len(buf)
+		buf = changelog.AppendBundleKey(buf, kb.key)
+		key := cut(start)
+		start = len(buf)
+		buf = changelog.EncodeBundle(buf, &kb.b)
+		msgs = append(msgs, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part, Key: key, Value: cut(start)})
 	}
 	return append(msgs, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part,
 		Key: changelog.MarkerKey(), Value: changelog.EncodeMarker(nil, m)})

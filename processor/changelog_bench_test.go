@@ -94,3 +94,28 @@ func BenchmarkChangelogRestore(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSnapshotChangelog measures the changelog records of one
+// checkpoint of a stream whose every record changes another key: learners=N
+// learner operations of 340 bytes (a small aogd-ald learner), no pending
+// entries. Run: go test ./processor -run '^$' -bench SnapshotChangelog -benchmem
+func BenchmarkSnapshotChangelog(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("learners=%d", n), func(b *testing.B) {
+			w := &worker{cfg: &Config{Changelog: ChangelogConfig{Topic: "cl"}}, pend: newPendingMap(), part: 3}
+			ops := make([]checkpoint.Op, n)
+			for i := range ops {
+				ops[i] = checkpoint.Op{Key: []byte(fmt.Sprintf("user-%08d", (i*7919)%n)), Value: make([]byte, 340)}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				snap := &snapshot{cp: checkpoint.Checkpoint{Meta: []byte("meta"), Learners: ops}}
+				msgs, err := w.snapshotChangelog(snap)
+				if err != nil || len(msgs) != n+1 {
+					b.Fatal(len(msgs), err)
+				}
+			}
+		})
+	}
+}
