@@ -2,9 +2,7 @@ package models
 
 import (
 	"fmt"
-	"math"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -112,52 +110,14 @@ func Lookup(name string) (Algorithm, bool) {
 const maxDim = 1 << 20
 
 // New builds the learner of key from spec. Every spec error names the field.
+// It resolves and checks the spec on every call; a caller that builds many
+// learners of one spec uses a Factory.
 func New(spec Spec, key string) (Learner, error) {
-	a, ok := Lookup(spec.Algorithm)
-	if !ok {
-		return nil, fmt.Errorf("%w: unknown algorithm %q (known: %s)", ErrSpec, spec.Algorithm, strings.Join(Algorithms(), " "))
-	}
-	if spec.Dim <= 0 || spec.Dim > maxDim {
-		return nil, fmt.Errorf("%w: dim = %d must be in [1, %d]", ErrSpec, spec.Dim, maxDim)
-	}
-	lossName := spec.Loss
-	if lossName == "" {
-		lossName = a.Losses[0]
-	}
-	supported := false
-	for _, l := range a.Losses {
-		supported = supported || l == lossName
-	}
-	if !supported {
-		return nil, fmt.Errorf("%w: %s does not support loss %q (supported: %s)", ErrSpec, a.Name, lossName, strings.Join(a.Losses, ", "))
-	}
-	loss, err := LossByName(lossName)
+	f, err := resolve(spec)
 	if err != nil {
 		return nil, err
 	}
-	sx, sy, err := spec.Scale.resolve(a.Name, loss)
-	if err != nil {
-		return nil, err
-	}
-	if sx && !spec.Kernel.SigmaGiven() && a.StreamWidth > 0 {
-		spec.Kernel.Sigma = a.StreamWidth * math.Sqrt(float64(spec.Dim))
-	}
-	kern, err := spec.Kernel.Build()
-	if err != nil {
-		return nil, err
-	}
-	s := &Setup{Spec: spec, Dim: spec.Dim, Kernel: kern, Loss: loss, Params: NewParams(a.Name, spec.Params), Seed: KeySeed(spec.Seed, key), StreamX: sx, StreamY: sy}
-	l, err := a.New(s)
-	if perr := s.Params.Err(); perr != nil {
-		return nil, perr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", a.Name, err)
-	}
-	if sx || sy {
-		l = newScaled(l, a.Name, spec.Dim, sx, sy)
-	}
-	return l, nil
+	return f.New(key)
 }
 
 // Validate checks spec by building a learner for an empty key.

@@ -68,8 +68,20 @@ func NewParams(algorithm string, m map[string]any) *Params {
 	return &Params{alg: algorithm, m: m, used: map[string]bool{}}
 }
 
+// use records that the algorithm read param name (Err names the others).
+func (p *Params) use(name string) {
+	if p.used != nil {
+		p.used[name] = true
+	}
+}
+
+// freeze ends the recording once Err has been checked (NewFactory): the
+// params are then only read, by any number of goroutines, and give the same
+// values as when they were checked, so no failure can be recorded either.
+func (p *Params) freeze() { p.used = nil }
+
 func (p *Params) fail(format string, a ...any) {
-	if p.err == nil {
+	if p.err == nil && p.used != nil {
 		p.err = fmt.Errorf("%w: %s: params.%s", ErrSpec, p.alg, fmt.Sprintf(format, a...))
 	}
 }
@@ -98,7 +110,7 @@ func (p *Params) Has(name string) bool { _, ok := p.m[name]; return ok }
 
 // Float returns the param or def; the value must lie in [lo, hi].
 func (p *Params) Float(name string, def, lo, hi float64) float64 {
-	p.used[name] = true
+	p.use(name)
 	v, ok := p.m[name]
 	if !ok {
 		return def
@@ -126,7 +138,7 @@ func (p *Params) Positive(name string, def float64) float64 {
 
 // Int returns an integer param or def; the value must lie in [lo, hi].
 func (p *Params) Int(name string, def, lo, hi int) int {
-	p.used[name] = true
+	p.use(name)
 	v, ok := p.m[name]
 	if !ok {
 		return def
@@ -145,7 +157,7 @@ func (p *Params) Int(name string, def, lo, hi int) int {
 
 // Floats returns a list param or def; each element must lie in [lo, hi].
 func (p *Params) Floats(name string, def []float64, lo, hi float64) []float64 {
-	p.used[name] = true
+	p.use(name)
 	v, ok := p.m[name]
 	if !ok {
 		return def
@@ -169,7 +181,7 @@ func (p *Params) Floats(name string, def []float64, lo, hi float64) []float64 {
 
 // String returns a string param or def; it must be one of allowed.
 func (p *Params) String(name, def string, allowed ...string) string {
-	p.used[name] = true
+	p.use(name)
 	v, ok := p.m[name]
 	if !ok {
 		return def

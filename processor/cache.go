@@ -33,7 +33,7 @@ type slot struct {
 // state, and a key read back before that checkpoint comes from `evicted`.
 type learnerCache struct {
 	part     int
-	spec     models.Spec
+	factory  *models.Factory
 	store    *checkpoint.Store
 	live     map[string]*slot
 	lru      segmentedLRU
@@ -77,8 +77,8 @@ type lookups struct {
 	fresh     int64 // never stored: a new learner without a read
 }
 
-func newLearnerCache(part int, spec models.Spec, store *checkpoint.Store, max int, global, disk *atomic.Int64) *learnerCache {
-	return &learnerCache{part: part, spec: spec, store: store, live: map[string]*slot{}, evicted: map[string][]byte{},
+func newLearnerCache(part int, factory *models.Factory, store *checkpoint.Store, max int, global, disk *atomic.Int64) *learnerCache {
+	return &learnerCache{part: part, factory: factory, store: store, live: map[string]*slot{}, evicted: map[string][]byte{},
 		fresh: map[string]bool{}, max: max, global: global, disk: disk,
 		seed: maphash.MakeSeed()}
 }
@@ -119,7 +119,7 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		return s, nil
 	}
 	k := string(key)
-	l, err := models.New(c.spec, k)
+	l, err := c.factory.New(k)
 	if err != nil {
 		return nil, fmt.Errorf("new learner for key %q: %w", k, err)
 	}

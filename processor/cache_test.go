@@ -21,7 +21,10 @@ func TestCacheStoredKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	spec := models.Spec{Algorithm: "ptest-lms", Dim: 3, Seed: 1}
+	spec, err := models.NewFactory(models.Spec{Algorithm: "ptest-lms", Dim: 3, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	x := []float64{0.1, -0.2, 0.3}
 	var global, disk atomic.Int64
 	c := newLearnerCache(0, spec, store, 4, &global, &disk)

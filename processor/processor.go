@@ -34,6 +34,7 @@ type Processor struct {
 	c        counters
 	m        *metrics
 	loss     models.Loss
+	factory  *models.Factory // the learners of cfg.Model, shared by the partitions
 	specHash uint64
 	inParts  int           // the input topic's partition count (start-up checks)
 	admin    *kafka.Client // metadata and offsets (start-up checks, lag probe)
@@ -65,10 +66,14 @@ func New(cfg Config) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: Model: %w", err)
 	}
+	factory, err := models.NewFactory(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("processor: Model: %w", err)
+	}
 	h := fnv.New64a()
 	h.Write(spec)
 	p := &Processor{cfg: cfg, log: cfg.Logger.With().Str("component", "processor").Logger(), loss: loss,
-		specHash: h.Sum64(), assigned: map[int]bool{}}
+		factory: factory, specHash: h.Sum64(), assigned: map[int]bool{}}
 	p.m = newMetrics(cfg.Registerer, &p.c, cfg.Model.Algorithm)
 	return p, nil
 }

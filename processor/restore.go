@@ -66,7 +66,7 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	}
 	w.pend.load(entries)
 	w.p.c.pending.Add(int64(len(entries)))
-	w.cache = newLearnerCache(w.part, cfg.Model, w.store, cfg.MaxLearners, &w.p.c.inMemory, &w.p.c.onDisk)
+	w.cache = newLearnerCache(w.part, w.p.factory, w.store, cfg.MaxLearners, &w.p.c.inMemory, &w.p.c.onDisk)
 	if err := w.cache.loadStored(); err != nil {
 		return err
 	}
