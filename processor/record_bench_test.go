@@ -3,33 +3,50 @@ package processor
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // BenchmarkDecode measures the record decoder (dense x of dimension d).
+// d=N has features with six decimals ("0.217368"); digits=17/d=N has the
+// shortest round-trip forms of random float64s, as a JSON serializer writes
+// them at full precision ("-0.41723510295283627", "1.2345678901234567e-05":
+// mostly 16 or 17 significant digits).
 func BenchmarkDecode(b *testing.B) {
-	for _, dim := range []int{8, 64} {
-		var sb strings.Builder
-		sb.WriteString(`{"id":"user-123-0042","x":[`)
-		for i := 0; i < dim; i++ {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			fmt.Fprintf(&sb, "%.6f", 0.123456*float64(i%7)-0.4)
-		}
-		sb.WriteString(`],"y":0.75,"ts":1700000000123}`)
-		value := []byte(sb.String())
-		b.Run(fmt.Sprintf("d=%d", dim), func(b *testing.B) {
-			d := newDecoder(dim)
-			b.SetBytes(int64(len(value)))
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if _, err := d.decode(value); err != nil {
-					b.Fatal(err)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, full := range []bool{false, true} {
+		for _, dim := range []int{8, 64} {
+			var sb strings.Builder
+			sb.WriteString(`{"id":"user-123-0042","x":[`)
+			for i := 0; i < dim; i++ {
+				if i > 0 {
+					sb.WriteByte(',')
+				}
+				if full {
+					sb.WriteString(strconv.FormatFloat(r.NormFloat64(), 'g', -1, 64))
+				} else {
+					fmt.Fprintf(&sb, "%.6f", 0.123456*float64(i%7)-0.4)
 				}
 			}
-		})
+			sb.WriteString(`],"y":0.75,"ts":1700000000123}`)
+			value := []byte(sb.String())
+			name := fmt.Sprintf("d=%d", dim)
+			if full {
+				name = "digits=17/" + name
+			}
+			b.Run(name, func(b *testing.B) {
+				d := newDecoder(dim)
+				b.SetBytes(int64(len(value)))
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if _, err := d.decode(value); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
