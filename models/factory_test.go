@@ -17,6 +17,15 @@ func TestFactoryMatchesNew(t *testing.T) {
 	for _, alg := range Algorithms() {
 		t.Run(alg, func(t *testing.T) {
 			spec := contractSpec(alg, 0)
+			if spec.Params == nil {
+				// A param given explicitly (its default value, so that
+				// every algorithm accepts it): the frozen params must still
+				// pass the checks some algorithms run inside their builds.
+				spec.Params = map[string]any{}
+				if p := givenParam[alg]; p != "" {
+					spec.Params[p] = givenValue[alg]
+				}
+			}
 			f, err := NewFactory(spec)
 			if err != nil {
 				t.Fatal(err)
@@ -130,3 +139,11 @@ func BenchmarkFactory(b *testing.B) {
 		}
 	})
 }
+
+// givenParam names a param to give explicitly (with givenValue) in
+// TestFactoryMatchesNew: those of the algorithms whose builds check their
+// params themselves, and one other.
+var (
+	givenParam = map[string]string{"fogd": "D", "forks": "B", "nogd": "B", "pkawv-taylor": "M", "aogd-ald": "max_budget"}
+	givenValue = map[string]any{"fogd": 50.0, "forks": 20.0, "nogd": 20.0, "pkawv-taylor": 2.0, "aogd-ald": 8.0}
+)

@@ -203,9 +203,10 @@ func (p *Params) String(name, def string, allowed ...string) string {
 // Fail records a cross-parameter constraint violation.
 func (p *Params) Fail(format string, a ...any) { p.fail(format, a...) }
 
-// Err returns the first error, or one naming every unknown param.
+// Err returns the first error, or one naming every unknown param; nil for
+// frozen params (checked before they were frozen).
 func (p *Params) Err() error {
-	if p.err != nil {
+	if p.err != nil || p.used == nil {
 		return p.err
 	}
 	var unknown []string
