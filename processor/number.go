@@ -253,14 +253,23 @@ func (d *decoder) scanNumber() (n decimal, ok bool) {
 
 // mantissaDigits adds the digits at d.pos to n.mant (n.exact turns false
 // once it cannot take more) and returns how many there were.
+//
+// The loop works on locals, written back once: through d and n the
+// compiler stores the position and the mantissa at every digit.
 func (d *decoder) mantissaDigits(n *decimal) int {
-	k := 0
-	for ; d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9'; d.pos, k = d.pos+1, k+1 {
-		if n.mant < 1<<59 {
-			n.mant = n.mant*10 + uint64(d.data[d.pos]-'0')
+	data, start := d.data, d.pos
+	pos, mant := start, n.mant
+	for ; pos < len(data); pos++ {
+		c := data[pos] - '0'
+		if c > 9 {
+			break
+		}
+		if mant < 1<<59 {
+			mant = mant*10 + uint64(c)
 		} else {
 			n.exact = false
 		}
 	}
-	return k
+	d.pos, n.mant = pos, mant
+	return pos - start
 }
