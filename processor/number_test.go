@@ -33,7 +33,7 @@ func TestNumberMatchesParseFloat(t *testing.T) {
 		numberMatches(t, s)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 200000; i++ {
+	for i := 0; i < 100000; i++ {
 		var s string
 		switch i % 4 {
 		case 0: // shortest round-trip forms of random float64s
@@ -134,7 +134,7 @@ func TestNumberMatchesParseFloat(t *testing.T) {
 			numberMatches(t, strconv.FormatUint(d17+1, 10)+"e"+e)
 		}
 	}
-	for i := 0; i < 120000; i++ {
+	for i := 0; i < 60000; i++ {
 		var s string
 		switch i % 6 {
 		case 0: // random float64 bit patterns, shortest and with 17 significant digits
