@@ -99,6 +99,9 @@ func TestAppendStagedRejectsCorrupt(t *testing.T) {
 		{"truncated", good[:len(good)-1]},
 		{"legacy key longer than the record", []byte{50, 'a'}},
 		{"legacy unknown flag", []byte{1, 'a', 3}},
+		{"key length 2^64-1", []byte{0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 'a'}},
+		{"legacy key length 2^64-1", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 'a'}},
+		{"value length 2^64-1", []byte{0, 1, 'a', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 'x'}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := appendStaged(nil, tc.b)

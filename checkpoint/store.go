@@ -515,7 +515,7 @@ func appendStaged(ops []Op, b []byte) ([]Op, error) {
 // length (the record layout) or runs to the end (the one-operation layout).
 func stagedFrame(b []byte, sized bool) (Op, []byte, error) {
 	n, k := binary.Uvarint(b)
-	if k <= 0 || uint64(len(b)-k) < n+1 {
+	if k <= 0 || n >= uint64(len(b)-k) { // the key and the flag byte must fit (no n+1: n may be 2^64-1)
 		return Op{}, nil, errCorruptStaged
 	}
 	key := b[k : k+int(n)]
