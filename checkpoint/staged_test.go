@@ -175,33 +175,21 @@ func TestRecoverLegacyStaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ref, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := openTemp(t)
 	if err := ref.Commit(3, cp); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := snapshot(t, s, 3), snapshot(t, ref, 3); got != want {
 		t.Fatalf("recovered partition:\n%s\nwant:\n%s", got, want)
 	}
-	for _, ns := range []byte{nsRedo, nsStage} {
-		if err := s.each(ns, 3, func(k, v []byte) error { return fmt.Errorf("leftover %c key", ns) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	noStaging(t, s, 3)
 }
 
 // TestStagedCommitWritesFewRecords: a staged checkpoint of 10,000 learners
 // goes through a handful of staged records, not one per operation.
 func TestStagedCommitWritesFewRecords(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	cp := &Checkpoint{Meta: []byte{9}}
 	for i := 0; i < 10000; i++ {

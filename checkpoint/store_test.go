@@ -42,12 +42,30 @@ func snapshot(t *testing.T, s *Store, part int) string {
 	return b.String()
 }
 
-func TestCommitFastPath(t *testing.T) {
+// noStaging fails if partition part has staged records or a redo marker
+// left behind.
+func noStaging(t *testing.T, s *Store, part int) {
+	t.Helper()
+	for _, ns := range []byte{nsRedo, nsStage} {
+		if err := s.each(ns, part, func(k, v []byte) error { return fmt.Errorf("leftover %c key", ns) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openTemp opens a store in a test's temporary directory, closed at its end.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestCommitFastPath(t *testing.T) {
+	s := openTemp(t)
 	if _, ok, _ := s.Meta(3); ok {
 		t.Fatal("fresh store has meta")
 	}
@@ -123,12 +141,7 @@ func TestStagedCommitAtomic(t *testing.T) {
 			if got := snapshot(t, s, 0); got != ref[tc.want] {
 				t.Fatalf("after a crash at %q the store shows neither the old nor the new checkpoint as expected (want version %d)", tc.stage, tc.want)
 			}
-			// No staging or marker is left behind.
-			for _, ns := range []byte{nsRedo, nsStage} {
-				if err := s.each(ns, 0, func(k, v []byte) error { return fmt.Errorf("leftover %c key", ns) }); err != nil {
-					t.Fatal(err)
-				}
-			}
+			noStaging(t, s, 0)
 		})
 	}
 }
@@ -137,11 +150,7 @@ func TestStagedCommitAtomic(t *testing.T) {
 // limit (15% of the 32 MiB memtable) through the staged path.
 func TestBadgerTxnLimit(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	cp := bigCheckpoint(8000, 1000, 2) // ~8 MB of values under the 4 KiB value threshold
 	if err := s.Commit(1, cp); err != nil {
 		t.Fatal(err)
@@ -165,11 +174,7 @@ func TestBadgerTxnLimit(t *testing.T) {
 // send it to the staged path, all of it applied.
 func TestBadgerTxnCountLimit(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	const n = 60000
 	cp := &Checkpoint{Meta: []byte("count")}
 	for i := 0; i < n; i++ {

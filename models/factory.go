@@ -13,11 +13,8 @@ import (
 // concurrent use.
 type Factory struct {
 	alg    Algorithm
-	setup  Setup // Seed is set per key
+	setup  Setup // Seed is set per key; Params frozen by NewFactory
 	sx, sy bool
-	// frozen: the params were checked by NewFactory and are only read
-	// since (Params.freeze), so that concurrent builds share them.
-	frozen bool
 }
 
 // NewFactory resolves spec and builds one learner to check it: the spec
@@ -30,8 +27,9 @@ func NewFactory(spec Spec) (*Factory, error) {
 	if _, err := f.New(""); err != nil {
 		return nil, err
 	}
+	// Checked: from now on only read (Params.freeze), so that concurrent
+	// builds share them, and Err is nil.
 	f.setup.Params.freeze()
-	f.frozen = true
 	return f, nil
 }
 
@@ -41,10 +39,8 @@ func (f *Factory) New(key string) (Learner, error) {
 	s := f.setup
 	s.Seed = KeySeed(s.Spec.Seed, key)
 	l, err := f.alg.New(&s)
-	if !f.frozen {
-		if perr := s.Params.Err(); perr != nil {
-			return nil, perr
-		}
+	if perr := s.Params.Err(); perr != nil {
+		return nil, perr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.alg.Name, err)

@@ -385,7 +385,7 @@ func (w *worker) changelogMessages(bundles []keyBundle, m *changelog.Marker) []k
 	size := 0
 	for i := range bundles {
 		kb := &bundles[i]
-		size += 2*len(kb.key) + len(kb.b.Learner) + 64
+		size += 1 + len(kb.key) + len(kb.b.Learner) + 64 // record key, learner, bundle header and checksum
 		for _, e := range kb.b.Pending {
 			size += len(e.Key) + len(e.Value) + 2*binary.MaxVarintLen64
 		}

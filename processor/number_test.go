@@ -91,7 +91,7 @@ func TestNumberMatchesParseFloat(t *testing.T) {
 		// o) and float64s (even o) with q < 0, which the truncated table
 		// leaves in doubt, and their neighbours.
 		const maxMant = 1<<59*10 - 1
-		p5 := pow5u64(d)
+		p5 := powU64(5, d)
 		top := min(1<<54, maxMant/p5)
 		for i := 0; i < 500; i++ {
 			o := 1<<53 + r.Uint64N(top-1<<53)
@@ -158,7 +158,7 @@ func TestNumberMatchesParseFloat(t *testing.T) {
 				s = "-" + s
 			}
 		case 2: // mantissas of 1 to 19 digits, exponents from -350 to 310
-			s = strconv.FormatUint(r.Uint64N(pow10u64(1+r.IntN(19))), 10) + "e" + strconv.Itoa(r.IntN(661)-350)
+			s = strconv.FormatUint(r.Uint64N(powU64(10, 1+r.IntN(19))), 10) + "e" + strconv.Itoa(r.IntN(661)-350)
 		case 3: // near 2^53, scaled by powers of ten
 			s = strconv.FormatUint(1<<53+uint64(r.IntN(64)-32), 10) + "e" + strconv.Itoa(r.IntN(80)-40)
 		case 4: // 'e' forms with 16 digits after the point, all magnitudes
@@ -170,10 +170,11 @@ func TestNumberMatchesParseFloat(t *testing.T) {
 	}
 }
 
-func pow10u64(n int) uint64 {
+// powU64 is base^n (n >= 0; the caller keeps it within uint64).
+func powU64(base uint64, n int) uint64 {
 	p := uint64(1)
 	for ; n > 0; n-- {
-		p *= 10
+		p *= base
 	}
 	return p
 }
@@ -226,7 +227,7 @@ func TestNumberEiselLemireTaken(t *testing.T) {
 		}
 		if fallbacks == before {
 			taken++
-		} else if ok || nd.exp >= 0 || nd.exp < -27 || nd.mant%pow5u64(-nd.exp) != 0 {
+		} else if ok || nd.exp >= 0 || nd.exp < -27 || nd.mant%powU64(5, -nd.exp) != 0 {
 			t.Fatalf("%q (%d × 10^%d) went to strconv, eiselLemire ok %v", s, nd.mant, nd.exp, ok)
 		}
 	}
@@ -244,14 +245,6 @@ func TestNumberEiselLemireTaken(t *testing.T) {
 			t.Errorf("eiselLemire(%d, %d) = %v, want a fallback", c.w, c.q, f)
 		}
 	}
-}
-
-func pow5u64(n int) uint64 {
-	p := uint64(1)
-	for ; n > 0; n-- {
-		p *= 5
-	}
-	return p
 }
 
 // TestNumberPow10Tab checks the table against its definition: T ≤ 10^q ×

@@ -18,20 +18,11 @@ func BenchmarkDecode(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, full := range []bool{false, true} {
 		for _, dim := range []int{8, 64} {
-			var sb strings.Builder
-			sb.WriteString(`{"id":"user-123-0042","x":[`)
-			for i := 0; i < dim; i++ {
-				if i > 0 {
-					sb.WriteByte(',')
-				}
-				if full {
-					sb.WriteString(strconv.FormatFloat(r.NormFloat64(), 'g', -1, 64))
-				} else {
-					fmt.Fprintf(&sb, "%.6f", 0.123456*float64(i%7)-0.4)
-				}
+			feature := sixDecimals
+			if full {
+				feature = func(int) string { return strconv.FormatFloat(r.NormFloat64(), 'g', -1, 64) }
 			}
-			sb.WriteString(`],"y":0.75,"ts":1700000000123}`)
-			value := []byte(sb.String())
+			value := benchRecord(dim, feature)
 			name := fmt.Sprintf("d=%d", dim)
 			if full {
 				name = "digits=17/" + name
@@ -54,16 +45,7 @@ func BenchmarkDecode(b *testing.B) {
 // comparison with BenchmarkDecode (same records).
 func BenchmarkDecodeEncodingJSON(b *testing.B) {
 	for _, dim := range []int{8, 64} {
-		var sb strings.Builder
-		sb.WriteString(`{"id":"user-123-0042","x":[`)
-		for i := 0; i < dim; i++ {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			fmt.Fprintf(&sb, "%.6f", 0.123456*float64(i%7)-0.4)
-		}
-		sb.WriteString(`],"y":0.75,"ts":1700000000123}`)
-		value := []byte(sb.String())
+		value := benchRecord(dim, sixDecimals)
 		b.Run(fmt.Sprintf("d=%d", dim), func(b *testing.B) {
 			var v struct {
 				ID json.RawMessage `json:"id"`
@@ -82,3 +64,21 @@ func BenchmarkDecodeEncodingJSON(b *testing.B) {
 		})
 	}
 }
+
+// benchRecord is a feature record of dimension dim whose i-th feature is
+// feature(i).
+func benchRecord(dim int, feature func(i int) string) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"id":"user-123-0042","x":[`)
+	for i := 0; i < dim; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(feature(i))
+	}
+	sb.WriteString(`],"y":0.75,"ts":1700000000123}`)
+	return []byte(sb.String())
+}
+
+// sixDecimals is a feature as many streams write them ("0.217368").
+func sixDecimals(i int) string { return fmt.Sprintf("%.6f", 0.123456*float64(i%7)-0.4) }
