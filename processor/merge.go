@@ -2,41 +2,10 @@ package processor
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 )
-
-// fetch pumps a reader into ch until ctx ends.
-func fetch(ctx context.Context, r *kafka.Reader, rl *readerLog, ch chan<- kafka.Message) {
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			rl.Printf("fetch: %v", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		rl.ok()
-		select {
-		case ch <- m:
-			continue
-		default:
-		}
-		select {
-		case ch <- m:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
 
 // The merge of the input and labels topics (docs/pipeline.md, "Labels
 // topic"). The merged order is the order of the Kafka timestamps, input
@@ -61,7 +30,11 @@ const mergeQueue = 512
 
 // side is one topic of the merge.
 type side struct {
-	ch    <-chan kafka.Message
+	ch    <-chan chunk
+	f     *fetcher // takes consumed chunks back (nil: dropped)
+	gen   uint64   // chunks of another generation predate a SetOffset: dropped
+	cur   []kafka.Message
+	pos   int // cur[pos:] not yet taken (without a labels topic)
 	lab   bool
 	queue []arrived // records received, not yet taken: queue[head:]
 	head  int
@@ -115,15 +88,72 @@ func (m *merger) receive(s *side, msg kafka.Message) {
 	s.next = msg.Offset + 1
 }
 
+// receiveChunk appends a chunk's records to its side's queue.
+func (m *merger) receiveChunk(s *side, c chunk) {
+	if c.gen == s.gen {
+		for _, msg := range c.msgs {
+			m.receive(s, msg)
+		}
+	}
+	s.recycle(c.msgs)
+}
+
+func (s *side) recycle(msgs []kafka.Message) {
+	if s.f != nil && msgs != nil {
+		s.f.recycle(msgs)
+	}
+}
+
+// reset drops what s holds from before its fetcher moved to generation gen.
+func (s *side) reset(gen uint64) {
+	s.gen = gen
+	s.recycle(s.cur)
+	s.cur, s.pos = nil, 0
+	clear(s.queue)
+	s.queue, s.head = s.queue[:0], 0
+}
+
 // drain moves what is buffered in s's channel into its queue.
 func (m *merger) drain(s *side) {
 	for s.len() < mergeQueue {
 		select {
-		case msg := <-s.ch:
-			m.receive(s, msg)
+		case c := <-s.ch:
+			m.receiveChunk(s, c)
 		default:
 			return
 		}
+	}
+}
+
+// nextIn is next without a labels topic: the input's records in the order
+// fetched, a chunk at a time.
+func (m *merger) nextIn(ctx context.Context, tick <-chan time.Time) (kafka.Message, bool, bool, error) {
+	s := &m.in
+	for {
+		if s.pos < len(s.cur) {
+			msg := s.cur[s.pos]
+			s.pos++
+			return msg, false, true, nil
+		}
+		s.recycle(s.cur)
+		s.cur, s.pos = nil, 0
+		var c chunk
+		select { // the common case under load, without the three-way select's cost
+		case c = <-s.ch:
+		default:
+			select {
+			case c = <-s.ch:
+			case <-ctx.Done():
+				return kafka.Message{}, false, false, ctx.Err()
+			case <-tick:
+				return kafka.Message{}, false, false, nil
+			}
+		}
+		if c.gen != s.gen {
+			s.recycle(c.msgs)
+			continue
+		}
+		s.cur = c.msgs
 	}
 }
 
@@ -131,22 +161,7 @@ func (m *merger) drain(s *side) {
 // ok is false when tick fired first.
 func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Message, lab, ok bool, err error) {
 	if m.lab == nil {
-		if m.in.len() > 0 {
-			return m.take(&m.in)
-		}
-		select { // the common case under load, without the three-way select's cost
-		case msg := <-m.in.ch:
-			return msg, false, true, nil
-		default:
-		}
-		select {
-		case msg := <-m.in.ch:
-			return msg, false, true, nil
-		case <-ctx.Done():
-			return kafka.Message{}, false, false, ctx.Err()
-		case <-tick:
-			return kafka.Message{}, false, false, nil
-		}
+		return m.nextIn(ctx, tick)
 	}
 	if m.answers == nil {
 		m.answers = make(chan hwmAnswer, 2)
@@ -193,10 +208,10 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Mes
 			return kafka.Message{}, false, false, ctx.Err()
 		case <-tick:
 			return kafka.Message{}, false, false, nil
-		case msg := <-inCh:
-			m.receive(a, msg)
-		case msg := <-labCh:
-			m.receive(b, msg)
+		case c := <-inCh:
+			m.receiveChunk(a, c)
+		case c := <-labCh:
+			m.receiveChunk(b, c)
 		case ans := <-m.answers:
 			m.answer(ans)
 		case <-expire:
@@ -296,21 +311,14 @@ func (w *worker) hwm(ctx context.Context, lab bool) (int64, error) {
 
 // readerMaxWait is how long a fetch may wait on the broker for data. With
 // MinBytes 1 the broker answers as soon as a record exists, so a longer wait
-// adds no latency to records, but closing a reader (revoke, shutdown) waits
-// for the fetch in flight: 1 s made every test restart measurably slower.
-// The cost of 250 ms: kafka-go uses it as the connection's read deadline
-// while asking the broker to wait 3/4 of it, so a heavily loaded broker can
-// miss the remaining 62 ms; the reader then logs an i/o timeout and retries
-// with backoff (nothing is lost; docs/pipeline.md, "Broker trouble").
+// adds no latency to records. kafka-go uses it as the connection's read
+// deadline while asking the broker to wait 3/4 of it, so a heavily loaded
+// broker can miss the remaining 62 ms; the fetcher then logs an i/o timeout
+// and reconnects with backoff (nothing is lost; docs/pipeline.md, "Broker
+// trouble").
 const readerMaxWait = 250 * time.Millisecond
 
-func (w *worker) newReader(topic string, offset int64, rl *readerLog) *kafka.Reader {
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: w.cfg.Brokers, Topic: topic, Partition: w.part, Dialer: w.cfg.Dialer,
-		MinBytes: 1, MaxBytes: max(4*w.cfg.MaxValueBytes, 16<<20), MaxWait: readerMaxWait,
-		QueueCapacity: 1024, ReadBackoffMin: 100 * time.Millisecond, ReadBackoffMax: w.cfg.RetryBackoffMax,
-		ReadLagInterval: -1, ErrorLogger: rl, MaxAttempts: math.MaxInt32,
-	})
-	r.SetOffset(offset)
-	return r
+func (w *worker) newFetcher(topic string, offset int64, rl *readerLog) *fetcher {
+	return newFetcher(topic, w.part, offset, w.cfg.Brokers, w.cfg.Dialer, max(4*w.cfg.MaxValueBytes, 16<<20),
+		readerMaxWait, 100*time.Millisecond, w.cfg.RetryBackoffMax, rl)
 }

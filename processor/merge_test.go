@@ -51,21 +51,24 @@ func TestMergeTailDeterministic(t *testing.T) {
 			var appended [2]atomic.Int64
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			chans := [2]chan kafka.Message{make(chan kafka.Message, 256), make(chan kafka.Message, 256)}
+			chans := [2]chan chunk{make(chan chunk, 4), make(chan chunk, 4)}
 			// Fetchers: each side delivers its records some time after
-			// they are appended, with its own delays (bursty labels).
+			// they are appended, with its own delays (bursty labels), in
+			// chunks of up to 5 of the records appended by then.
 			for s := 0; s < 2; s++ {
 				frng := models.NewRand(seed*10 + uint64(s))
 				go func() {
-					for j := range logs[s] {
+					for j := 0; j < len(logs[s]); {
 						for appended[s].Load() <= int64(j) {
 							time.Sleep(50 * time.Microsecond)
 						}
 						if d := frng.Float64(); d < 0.2 {
 							time.Sleep(time.Duration(d*15) * time.Millisecond)
 						}
+						n := min(1+int(frng.Float64()*5), int(appended[s].Load())-j)
 						select {
-						case chans[s] <- logs[s][j]:
+						case chans[s] <- chunk{msgs: logs[s][j : j+n]}:
+							j += n
 						case <-ctx.Done():
 							return
 						}
@@ -141,9 +144,9 @@ func TestMergeBoundedWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in, lab := make(chan kafka.Message, 1), make(chan kafka.Message)
+			in, lab := make(chan chunk, 1), make(chan chunk)
 			m := &merger{in: side{ch: in}, lab: &side{ch: lab, lab: true}, wait: 100 * time.Millisecond, hwm: tc.hwm}
-			in <- kafka.Message{Topic: "in", Offset: 0, Time: time.Now()}
+			in <- chunk{msgs: []kafka.Message{{Topic: "in", Offset: 0, Time: time.Now()}}}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			start := time.Now()

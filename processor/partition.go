@@ -129,30 +129,27 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 	go w.em.run(emCtx)
 
-	// The fetchers stop before their readers close (else a closed reader's
-	// EOF would read as an outage).
+	// The fetchers stop with fctx; the worker returns once they have.
 	fctx, fcancel := context.WithCancel(ctx)
-	var readers []*kafka.Reader
+	var fetchers []*fetcher
 	defer func() {
 		fcancel()
-		for _, r := range readers {
-			r.Close()
+		for _, f := range fetchers {
+			<-f.done
 		}
 	}()
 	rlIn := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.InputTopic)}
-	inR := w.newReader(w.cfg.InputTopic, w.nextIn, rlIn)
-	readers = append(readers, inR)
-	inCh := make(chan kafka.Message, 256)
-	go fetch(fctx, inR, rlIn, inCh)
-	m := &merger{in: side{ch: inCh, next: w.nextIn}}
-	var labR *kafka.Reader
+	inF := w.newFetcher(w.cfg.InputTopic, w.nextIn, rlIn)
+	fetchers = append(fetchers, inF)
+	go inF.run(fctx)
+	m := &merger{in: side{ch: inF.ch, f: inF, next: w.nextIn}}
+	var labF *fetcher
 	if w.cfg.LabelsTopic != "" {
 		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
-		labR = w.newReader(w.cfg.LabelsTopic, w.nextLab, rlLab)
-		readers = append(readers, labR)
-		labCh := make(chan kafka.Message, 256)
-		go fetch(fctx, labR, rlLab, labCh)
-		m.lab = &side{ch: labCh, next: w.nextLab, lab: true}
+		labF = w.newFetcher(w.cfg.LabelsTopic, w.nextLab, rlLab)
+		fetchers = append(fetchers, labF)
+		go labF.run(fctx)
+		m.lab = &side{ch: labF.ch, f: labF, next: w.nextLab, lab: true}
 		m.hwm, m.wait = w.hwm, w.cfg.MergeWait
 	}
 	w.markRestored()
@@ -191,7 +188,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 		select {
 		case pr := <-probes:
-			w.applyProbe(pr, inR, labR, m)
+			w.applyProbe(pr, inF, labF, m)
 		default:
 		}
 		if err := w.pollCheckpoint(); err != nil {

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
@@ -217,37 +215,8 @@ func trimToCommitted(ctx context.Context, t *testing.T, addr, topic string, part
 			}
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
+	if err := broker.DeleteRecords(ctx, []string{addr}, topic, committed); err != nil {
 		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	for part, off := range committed {
-		if off <= 0 {
-			continue
-		}
-		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Partition, rp.Offset = int32(part), off
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	if len(rt.Partitions) == 0 {
-		return
-	}
-	req.Topics = append(req.Topics, rt)
-	res, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rt := range res.Topics {
-		for _, rp := range rt.Partitions {
-			if rp.ErrorCode != 0 {
-				t.Fatalf("DeleteRecords %s/%d: error code %d", rt.Topic, rp.Partition, rp.ErrorCode)
-			}
-		}
 	}
 	t.Logf("input trimmed to the committed offsets %v of %v", committed, groups)
 }

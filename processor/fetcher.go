@@ -1,0 +1,308 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// fetcher reads one topic partition for a worker: Fetch requests on a
+// connection to the partition's leader, one at a time, the records handed
+// over in chunks of up to chunkLen.
+//
+// It replaces kafka-go's Reader on the record path (docs/scale.md, "An own
+// fetch path"). The Reader hands every message through its own channel, a
+// FetchMessage call (a lock and a select) and the worker's channel, and
+// sets a read deadline per message: about a third of the drain's Kafka cost.
+// The fetcher keeps the Reader's behaviour where the worker depends on it:
+// the start offsets kafka.FirstOffset and kafka.LastOffset, a start below
+// the log's first offset moved up to it (retention), a reconnection to the
+// new leader after NotLeaderForPartition or UnknownTopicOrPartition, a fetch
+// past the log end retried after a pause, and every failure logged through
+// the worker's readerLog and retried with backoff, never returned.
+type fetcher struct {
+	topic      string
+	partition  int
+	brokers    []string
+	dialer     *kafka.Dialer
+	maxBytes   int
+	maxWait    time.Duration
+	backoffMin time.Duration
+	backoffMax time.Duration
+	log        *readerLog
+
+	ch   chan chunk           // fetched records in offset order
+	free chan []kafka.Message // consumed chunks, back for reuse
+	done chan struct{}        // closed when run returns
+
+	mu     sync.Mutex
+	seek   int64  // a new position asked by SetOffset, applied before the next fetch
+	gen    uint64 // counts SetOffset calls; chunks fetched before the latest carry an older one
+	sought bool
+}
+
+// chunk is a run of consecutive records of the partition. gen is the
+// fetcher's generation when they were fetched: after SetOffset the reader
+// of the channel drops chunks of an older one.
+type chunk struct {
+	msgs []kafka.Message
+	gen  uint64
+}
+
+const (
+	// chunkLen bounds the records of one chunk, so that a large fetch
+	// (up to maxBytes) is handed over while it is read.
+	chunkLen = 256
+	// chunksQueued is the channel's capacity: with chunkLen, up to about
+	// 1,000 records wait for the worker, as the Reader's queue held.
+	chunksQueued = 4
+	// batchReadTimeout bounds the reading of one fetched batch once the
+	// broker has answered (kafka-go's ReadBatchTimeout default).
+	batchReadTimeout = 10 * time.Second
+)
+
+// newFetcher returns a fetcher starting at offset (an offset, or
+// kafka.FirstOffset / kafka.LastOffset); run starts it.
+func newFetcher(topic string, partition int, offset int64, brokers []string, dialer *kafka.Dialer, maxBytes int, maxWait, backoffMin, backoffMax time.Duration, log *readerLog) *fetcher {
+	if dialer == nil {
+		dialer = kafka.DefaultDialer
+	}
+	return &fetcher{
+		topic: topic, partition: partition, brokers: brokers, dialer: dialer,
+		maxBytes: maxBytes, maxWait: maxWait, backoffMin: backoffMin, backoffMax: backoffMax, log: log,
+		ch: make(chan chunk, chunksQueued), free: make(chan []kafka.Message, chunksQueued+2),
+		done: make(chan struct{}), seek: offset, sought: true,
+	}
+}
+
+// SetOffset moves the fetcher to offset before its next fetch and returns
+// the generation of the chunks that start there. Safe from any goroutine.
+func (f *fetcher) SetOffset(offset int64) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seek, f.sought = offset, true
+	f.gen++
+	return f.gen
+}
+
+// takeSeek returns the position SetOffset asked for since the last call,
+// and the generation it started.
+func (f *fetcher) takeSeek() (offset int64, gen uint64, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.sought {
+		return 0, f.gen, false
+	}
+	f.sought = false
+	return f.seek, f.gen, true
+}
+
+// recycle gives a consumed chunk's slice back for the fetcher to fill again.
+func (f *fetcher) recycle(msgs []kafka.Message) {
+	clear(msgs) // drop the references to keys and values
+	select {
+	case f.free <- msgs[:0]:
+	default:
+	}
+}
+
+// run fetches until ctx ends; wait for done before dropping the fetcher.
+func (f *fetcher) run(ctx context.Context) {
+	defer close(f.done)
+	offset, gen, _ := f.takeSeek()
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && !sleepCtx(ctx, backoffDelay(attempt, f.backoffMin, f.backoffMax)) {
+			return
+		}
+		if o, g, ok := f.takeSeek(); ok {
+			offset, gen = o, g
+		}
+		conn, start, err := f.connect(ctx, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			f.log.Printf("connecting to the leader of partition %d of %s at offset %v: %v", f.partition, f.topic, humanOffset(offset), err)
+			continue
+		}
+		attempt = 0
+		offset = start
+		stop := context.AfterFunc(ctx, func() { conn.Close() }) // unblock a fetch in flight
+		offset, gen = f.readLoop(ctx, conn, offset, gen)
+		stop()
+		conn.Close()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// readLoop fetches on conn until it must reconnect (it returns the offset to
+// go on from) or ctx ends.
+func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, gen uint64) (int64, uint64) {
+	for {
+		if o, g, ok := f.takeSeek(); ok {
+			return o, g // reconnect at the new position (rare: an offset reset)
+		}
+		next, err := f.fetch(ctx, conn, offset, gen)
+		if ctx.Err() != nil {
+			return offset, gen
+		}
+		offset = next
+		switch {
+		case err == nil, errors.Is(err, io.EOF): // the batch was read to its end
+			f.log.ok()
+		case errors.Is(err, kafka.RequestTimedOut):
+			// The broker's own wait expired: ask again.
+		case errors.Is(err, kafka.OffsetOutOfRange):
+			// Below the log's first offset (retention deleted the records:
+			// the worker logs the gap it sees) or past its end. The
+			// connection is not usable after it; connect moves a position
+			// below the first offset up to it and reports one past the end.
+			return offset, gen
+		default:
+			// NotLeaderForPartition, UnknownTopicOrPartition, a broken
+			// connection, a kafka error: log, then reconnect (the leader is
+			// looked up again).
+			f.log.Printf("fetching partition %d of %s at offset %d: %v", f.partition, f.topic, offset, err)
+			return offset, gen
+		}
+	}
+}
+
+// fetch reads one batch from offset and hands its records over; it returns
+// the offset after the last record handed over.
+func (f *fetcher) fetch(ctx context.Context, conn *kafka.Conn, offset int64, gen uint64) (int64, error) {
+	conn.SetReadDeadline(time.Now().Add(f.maxWait))
+	batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: f.maxBytes})
+	conn.SetReadDeadline(time.Now().Add(batchReadTimeout))
+	msgs := f.buffer()
+	var err error
+	for {
+		var m kafka.Message
+		if m, err = batch.ReadMessage(); err != nil {
+			break
+		}
+		msgs = append(msgs, m)
+		offset = m.Offset + 1
+		if len(msgs) == chunkLen {
+			if !f.send(ctx, msgs, gen) {
+				err = ctx.Err()
+				break
+			}
+			msgs = f.buffer()
+		}
+	}
+	batch.Close() // its error is the one ReadMessage returned
+	conn.SetReadDeadline(time.Time{})
+	if len(msgs) > 0 && !f.send(ctx, msgs, gen) && err == nil {
+		err = ctx.Err()
+	}
+	return offset, err
+}
+
+// buffer returns an empty slice for a chunk, reused when one came back.
+func (f *fetcher) buffer() []kafka.Message {
+	select {
+	case b := <-f.free:
+		return b
+	default:
+		return make([]kafka.Message, 0, chunkLen)
+	}
+}
+
+// send hands a chunk over; false when ctx ended first.
+func (f *fetcher) send(ctx context.Context, msgs []kafka.Message, gen uint64) bool {
+	c := chunk{msgs: msgs, gen: gen}
+	select {
+	case f.ch <- c:
+		return true
+	default:
+	}
+	select {
+	case f.ch <- c:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// connect dials the partition's leader (trying the brokers in turn) and
+// positions the connection at offset, resolving kafka.FirstOffset and
+// kafka.LastOffset and moving an offset below the log's first up to it.
+func (f *fetcher) connect(ctx context.Context, offset int64) (*kafka.Conn, int64, error) {
+	var err error
+	for _, broker := range f.brokers {
+		var conn *kafka.Conn
+		if conn, err = f.dialer.DialLeader(ctx, "tcp", broker, f.topic, f.partition); err != nil {
+			continue
+		}
+		first, last, oerr := readOffsets(conn)
+		if oerr != nil {
+			conn.Close()
+			return nil, 0, oerr
+		}
+		switch {
+		case offset == kafka.FirstOffset, offset >= 0 && offset < first:
+			offset = first
+		case offset == kafka.LastOffset:
+			offset = last
+		}
+		start, serr := conn.Seek(offset, kafka.SeekAbsolute)
+		if serr != nil {
+			conn.Close()
+			return nil, 0, serr
+		}
+		conn.SetDeadline(time.Time{})
+		return conn, start, nil
+	}
+	if err == nil {
+		err = errors.New("no broker address")
+	}
+	return nil, 0, err
+}
+
+func readOffsets(conn *kafka.Conn) (first, last int64, err error) {
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	defer conn.SetDeadline(time.Time{})
+	return conn.ReadOffsets()
+}
+
+// backoffDelay is kafka-go's reader backoff: attempt^2 x min, capped at max.
+func backoffDelay(attempt int, min, max time.Duration) time.Duration {
+	d := time.Duration(attempt*attempt) * min
+	if d > max || d <= 0 {
+		d = max
+	}
+	return d
+}
+
+// sleepCtx sleeps d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// humanOffset prints the symbolic start offsets by name.
+type humanOffset int64
+
+func (o humanOffset) String() string {
+	switch int64(o) {
+	case kafka.FirstOffset:
+		return "first"
+	case kafka.LastOffset:
+		return "last"
+	}
+	return fmt.Sprint(int64(o))
+}

@@ -1,0 +1,227 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/broker"
+)
+
+// fill appends n records with values "v<offset>" to partition 0 of topic,
+// in produce batches of 50 (so that a small fetch spans several batches).
+func fill(t *testing.T, addr, topic string, from, n int) {
+	t.Helper()
+	conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for i := from; i < from+n; i += 50 {
+		var msgs []kafka.Message
+		for j := i; j < min(i+50, from+n); j++ {
+			msgs = append(msgs, kafka.Message{Key: []byte("k"), Value: []byte(fmt.Sprintf("v%d", j))})
+		}
+		if _, err := conn.WriteMessages(msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testFetcher(t *testing.T, addr string, offset int64, maxBytes int) (*fetcher, *logBuffer, context.CancelFunc) {
+	var lb logBuffer
+	rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
+	f := newFetcher(tIn, 0, offset, []string{addr}, nil, maxBytes, 250*time.Millisecond, 10*time.Millisecond, 100*time.Millisecond, rl)
+	ctx, cancel := context.WithCancel(context.Background())
+	go f.run(ctx)
+	t.Cleanup(func() { cancel(); <-f.done })
+	return f, &lb, cancel
+}
+
+// collect reads records of generation gen (dropping others, as the
+// merger does) until n have come.
+func collect(t *testing.T, f *fetcher, gen uint64, n int) []kafka.Message {
+	t.Helper()
+	var got []kafka.Message
+	timeout := time.After(20 * time.Second)
+	for len(got) < n {
+		select {
+		case c := <-f.ch:
+			if len(c.msgs) == 0 || len(c.msgs) > chunkLen {
+				t.Fatalf("chunk of %d records", len(c.msgs))
+			}
+			if c.gen == gen {
+				got = append(got, c.msgs...) // copies the messages
+			}
+			f.recycle(c.msgs)
+		case <-timeout:
+			t.Fatalf("%d of %d records after 20 s", len(got), n)
+		}
+	}
+	return got
+}
+
+// consecutive fails unless msgs are the records from..from+len-1 as fill
+// wrote them.
+func consecutive(t *testing.T, msgs []kafka.Message, from int64) {
+	t.Helper()
+	for i, m := range msgs {
+		want := from + int64(i)
+		if m.Offset != want || string(m.Value) != fmt.Sprintf("v%d", want) || m.Topic != tIn || m.Partition != 0 || m.HighWaterMark <= m.Offset {
+			t.Fatalf("record %d: %s/%d offset %d value %q hwm %d, want offset %d", i, m.Topic, m.Partition, m.Offset, m.Value, m.HighWaterMark, want)
+		}
+	}
+}
+
+// TestFetcherStarts: the start positions the worker uses give the
+// partition's records in order, across fetches of several batches and
+// chunks, and records appended later follow.
+func TestFetcherStarts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		start int64
+		first int64 // offset of the first record expected
+	}{
+		{"first offset", kafka.FirstOffset, 200},
+		{"an offset", 700, 700},
+		{"below the first offset", 10, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := startCluster(t, 0, "").ListenAddrs()[0]
+			fill(t, addr, tIn, 0, 1200)
+			deleteBelow(t, addr, tIn, 200)
+			f, lb, _ := testFetcher(t, addr, tc.start, 8<<10)
+			fill(t, addr, tIn, 1200, 300)
+			consecutive(t, collect(t, f, 0, int(1500-tc.first)), tc.first)
+			if lb.count("kafka unavailable") != 0 {
+				t.Fatalf("logged as an outage:\n%s", lb.b.String())
+			}
+		})
+	}
+}
+
+// TestFetcherLastOffset: from kafka.LastOffset only what is appended after
+// the fetcher took its position comes.
+func TestFetcherLastOffset(t *testing.T) {
+	t.Parallel()
+	addr := startCluster(t, 0, "").ListenAddrs()[0]
+	fill(t, addr, tIn, 0, 500)
+	f, _, _ := testFetcher(t, addr, kafka.LastOffset, 8<<10)
+	next := 500
+	var got []kafka.Message
+	for len(got) == 0 { // append one record at a time until the first comes
+		if next > 5000 {
+			t.Fatal("no record after 4,500 appended")
+		}
+		fill(t, addr, tIn, next, 1)
+		next++
+		select {
+		case c := <-f.ch:
+			got = append(got, c.msgs...)
+			f.recycle(c.msgs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	first := got[0].Offset
+	if first < 500 {
+		t.Fatalf("record %d, from before the start", first)
+	}
+	got = append(got, collect(t, f, 0, next-int(first)-len(got))...)
+	consecutive(t, got, first)
+}
+
+// TestFetcherSetOffset: after SetOffset the records of the new generation
+// start at the new offset, whatever was fetched before.
+func TestFetcherSetOffset(t *testing.T) {
+	t.Parallel()
+	addr := startCluster(t, 0, "").ListenAddrs()[0]
+	fill(t, addr, tIn, 0, 1000)
+	f, _, _ := testFetcher(t, addr, 0, 8<<10)
+	consecutive(t, collect(t, f, 0, 300), 0)
+	gen := f.SetOffset(100)
+	if gen != 1 {
+		t.Fatalf("generation %d after one SetOffset", gen)
+	}
+	consecutive(t, collect(t, f, gen, 900), 100)
+}
+
+// TestFetcherBelowFirst: records deleted by retention, before the start or
+// while the fetcher is behind, are skipped: it goes on from the log's
+// first record, without logging an outage.
+func TestFetcherBelowFirst(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	fill(t, addr, tIn, 0, 3000)
+	deleteBelow(t, addr, tIn, 200)
+	f, lb, _ := testFetcher(t, addr, 10, 4<<10)
+	got := collect(t, f, 0, 300)
+	consecutive(t, got, 200)
+	// The fetcher is now ahead by what its queue holds (a few chunks) or
+	// not at all; trim past that.
+	deleteBelow(t, addr, tIn, 2500)
+	for got[len(got)-1].Offset < 2999 {
+		got = append(got, collect(t, f, 0, 1)...)
+	}
+	gap := -1
+	for i := 1; i < len(got); i++ {
+		if got[i].Offset != got[i-1].Offset+1 {
+			if gap >= 0 {
+				t.Fatalf("two gaps: at %d and at %d", got[gap].Offset, got[i].Offset)
+			}
+			gap = i
+		}
+	}
+	if gap < 0 || got[gap].Offset != 2500 {
+		t.Fatalf("after the trim: no skip to offset 2500 (gap at %d)", gap)
+	}
+	consecutive(t, got[gap:], 2500)
+	if lb.count("kafka unavailable") != 0 {
+		t.Fatalf("retention logged as an outage:\n%s", lb.b.String())
+	}
+}
+
+func deleteBelow(t *testing.T, addr, topic string, offset int64) {
+	t.Helper()
+	if err := broker.DeleteRecords(context.Background(), []string{addr}, topic, map[int]int64{0: offset}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFetcherStopsInFlight: cancelling the context ends a fetch waiting on
+// the broker at once (its connection is closed), not after the fetch's wait.
+func TestFetcherStopsInFlight(t *testing.T) {
+	t.Parallel()
+	addr := startCluster(t, 0, "").ListenAddrs()[0]
+	var lb logBuffer
+	rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
+	f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, time.Minute, 10*time.Millisecond, 100*time.Millisecond, rl)
+	ctx, cancel := context.WithCancel(context.Background())
+	go f.run(ctx)
+	for !positioned(f) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // in the empty partition's fetch, which waits up to a minute
+	cancel()
+	select {
+	case <-f.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the fetcher still runs 20 s after its context ended (its fetch waits a minute)")
+	}
+	if lb.count("kafka unavailable") != 0 {
+		t.Fatalf("a stop logged as an outage:\n%s", lb.b.String())
+	}
+}
+
+// positioned reports whether f has taken its start offset.
+func positioned(f *fetcher) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.sought
+}
