@@ -56,6 +56,7 @@ type worker struct {
 	hard              context.Context // cancelled a bounded time after the worker's context
 	lost              bool            // an output was given up: no checkpoint may pass it
 
+	msg     kafka.Message // the record being handled
 	kbuf    []byte
 	scores  []scored
 	logGate map[string]time.Time
@@ -231,7 +232,9 @@ func (w *worker) nextOrTick(ctx context.Context, m *merger, tick <-chan time.Tim
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	return &msg, lab, nil
+	// In a field, not on the heap: handle keeps no pointer to the message.
+	w.msg = msg
+	return &w.msg, lab, nil
 }
 
 func (w *worker) markRestored() {

@@ -60,6 +60,7 @@ const decisionsModel = `{"algorithm":"bkb","dim":16}`
 
 type options struct {
 	n, partitions, keys int
+	rounds              int
 	rate                float64
 	latencySeconds      float64
 	spec                models.Spec
@@ -78,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("benche2e", flag.ContinueOnError)
 	var o options
 	fs.IntVar(&o.n, "n", 200000, "records for the throughput run")
+	fs.IntVar(&o.rounds, "rounds", 3, "throughput drains per pipeline, the pipelines alternating; the median is reported")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of every topic")
 	fs.IntVar(&o.keys, "keys", 64, "routing keys")
 	fs.Float64Var(&o.rate, "rate", 5000, "records/s of the latency run")
@@ -92,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.users, "users", 10000, "-decisions: users (routing keys)")
 	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's throughput drain (broker included) to this file and the relay's to FILE.relay (-decisions: of the paced run)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (broker included) to this file and the relay's to FILE.relay (-decisions: of the paced run)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -166,45 +168,44 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return startProcessor(ctx, b.Addrs(), in, out, o)
 		}},
 	}
+	if o.rounds < 1 {
+		return fmt.Errorf("-rounds %d: at least 1", o.rounds)
+	}
+	// Throughput: the pipelines drain in turn, rounds times, so that a
+	// change in the machine's speed (a shared VM's neighbours) falls on
+	// both; each pipeline's median round is reported.
+	tputs := make([][]float64, len(pipelines))
+	cpus := make([][]float64, len(pipelines))
+	for round := 0; round < o.rounds; round++ {
+		for i, pl := range pipelines {
+			if pl.skip {
+				continue
+			}
+			fmt.Fprintf(stderr, "== %s, throughput round %d of %d\n", pl.name, round+1, o.rounds)
+			profile := ""
+			if round == 0 {
+				profile = *cpuProfile
+			}
+			tput, cpu, err := drain(ctx, b, o, fmt.Sprintf("%d-%d", i, round), profile, pl.profile, pl.start)
+			if err != nil {
+				return err
+			}
+			tputs[i], cpus[i] = append(tputs[i], tput), append(cpus[i], cpu)
+			fmt.Fprintf(stderr, "   %d records at %.0f records/s, %.1f CPU-us/record\n", o.n, tput, cpu)
+		}
+	}
 	for i, pl := range pipelines {
 		if pl.skip {
 			continue
 		}
-		fmt.Fprintf(stderr, "== %s\n", pl.name)
-		tIn, tOut := fmt.Sprintf("tput-in-%d", i), fmt.Sprintf("tput-out-%d", i)
-		lIn, lOut := fmt.Sprintf("lat-in-%d", i), fmt.Sprintf("lat-out-%d", i)
-		if err := b.CreateTopics(ctx, o.partitions, tIn, tOut, lIn, lOut, fmt.Sprintf("dlq-%d", i)); err != nil {
-			return err
-		}
-		// Throughput.
-		if _, err := produce(ctx, b.Addrs(), tIn, o, o.n, 0); err != nil {
-			return err
-		}
-		stopProfile, err := startProfile(*cpuProfile, pl.profile)
-		if err != nil {
-			return err
-		}
-		cpu0 := cputime.Process()
-		stop, err := pl.start(ctx, tIn, tOut)
-		if err != nil {
-			stopProfile()
-			return err
-		}
-		err = waitCount(ctx, b.Addrs(), tOut, o.partitions, o.n, 5*time.Minute)
-		cpu := cputime.Process() - cpu0
-		stopProfile()
-		if err := errors.Join(err, stop()); err != nil {
-			return err
-		}
-		msgs, err := broker.ReadAll(ctx, b.Addrs(), tOut)
-		if err != nil {
-			return err
-		}
-		r := row{name: pl.name, tput: throughput(msgs), cpuPerRecord: cpu.Seconds() / float64(o.n) * 1e6}
-		fmt.Fprintf(stderr, "   throughput: %d records at %.0f records/s, %.1f CPU-us/record\n", len(msgs), r.tput, r.cpuPerRecord)
-
+		r := row{name: pl.name, tput: median(tputs[i]), cpuPerRecord: median(cpus[i])}
 		// Latency at a fixed rate, the pipeline warmed up and ready.
-		stop, err = pl.start(ctx, lIn, lOut)
+		fmt.Fprintf(stderr, "== %s, latency\n", pl.name)
+		lIn, lOut := fmt.Sprintf("lat-in-%d", i), fmt.Sprintf("lat-out-%d", i)
+		if err := b.CreateTopics(ctx, o.partitions, lIn, lOut, fmt.Sprintf("dlq-%d", i)); err != nil {
+			return err
+		}
+		stop, err := pl.start(ctx, lIn, lOut)
 		if err != nil {
 			return err
 		}
@@ -218,7 +219,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err := errors.Join(err, stop()); err != nil {
 			return err
 		}
-		if msgs, err = broker.ReadAll(ctx, b.Addrs(), lOut); err != nil {
+		msgs, err := broker.ReadAll(ctx, b.Addrs(), lOut)
+		if err != nil {
 			return err
 		}
 		lat := latencies(msgs, inTimes)
@@ -228,8 +230,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		rows = append(rows, r)
 	}
 
-	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d keys, %d records (throughput), %.0f records/s for %.0f s (latency), GOMAXPROCS %d\n\n",
-		o.partitions, o.keys, o.n, o.rate, o.latencySeconds, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d keys, %d records (throughput, median of %d alternating rounds), %.0f records/s for %.0f s (latency), GOMAXPROCS %d\n\n",
+		o.partitions, o.keys, o.n, o.rounds, o.rate, o.latencySeconds, runtime.GOMAXPROCS(0))
 	fmt.Fprintln(stdout, "| pipeline | records/s | CPU-us/record | p50 latency (ms) | p99 latency (ms) | max latency (ms) |")
 	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -240,6 +242,58 @@ func run(args []string, stdout, stderr io.Writer) error {
 			rows[1].tput/rows[0].tput, o.rate, rows[1].p99, rows[0].p99)
 	}
 	return nil
+}
+
+// drain runs one pipeline over n records produced beforehand into fresh
+// topics named by tag, and returns its records/s (first output to last) and
+// the process CPU per record, broker included, profiled into file+suffix
+// when file is set.
+func drain(ctx context.Context, b *broker.Broker, o options, tag, file, suffix string, start func(ctx context.Context, in, out string) (func() error, error)) (tput, cpuPerRecord float64, err error) {
+	in, out := "tput-in-"+tag, "tput-out-"+tag
+	if err := b.CreateTopics(ctx, o.partitions, in, out, "dlq-"+tag); err != nil {
+		return 0, 0, err
+	}
+	if _, err := produce(ctx, b.Addrs(), in, o, o.n, 0); err != nil {
+		return 0, 0, err
+	}
+	stopProfile, err := startProfile(file, suffix)
+	if err != nil {
+		return 0, 0, err
+	}
+	cpu0 := cputime.Process()
+	stop, err := start(ctx, in, out)
+	if err != nil {
+		stopProfile()
+		return 0, 0, err
+	}
+	err = waitCount(ctx, b.Addrs(), out, o.partitions, o.n, 5*time.Minute)
+	cpu := cputime.Process() - cpu0
+	stopProfile()
+	if err := errors.Join(err, stop()); err != nil {
+		return 0, 0, err
+	}
+	msgs, err := broker.ReadAll(ctx, b.Addrs(), out)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(msgs) < o.n {
+		return 0, 0, fmt.Errorf("%s: %d of %d records in the output", out, len(msgs), o.n)
+	}
+	return throughput(msgs), cpu.Seconds() / float64(o.n) * 1e6, nil
+}
+
+// median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // startProfile starts a CPU profile into file+suffix (nothing when file is
