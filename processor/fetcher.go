@@ -112,11 +112,14 @@ func (f *fetcher) recycle(msgs []kafka.Message) {
 }
 
 // run fetches until ctx ends; wait for done before dropping the fetcher.
+// Consecutive failures (dials, or connections that fail before a fetch
+// succeeds) back off as kafka-go's reader does; a successful fetch resets
+// the count.
 func (f *fetcher) run(ctx context.Context) {
 	defer close(f.done)
 	offset, gen, _ := f.takeSeek()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 && !sleepCtx(ctx, backoffDelay(attempt, f.backoffMin, f.backoffMax)) {
+	for fails := 0; ; {
+		if fails > 0 && !sleepCtx(ctx, backoffDelay(fails, f.backoffMin, f.backoffMax)) {
 			return
 		}
 		if o, g, ok := f.takeSeek(); ok {
@@ -128,34 +131,43 @@ func (f *fetcher) run(ctx context.Context) {
 				return
 			}
 			f.log.Printf("connecting to the leader of partition %d of %s at offset %v: %v", f.partition, f.topic, humanOffset(offset), err)
+			fails++
 			continue
 		}
-		attempt = 0
-		offset = start
 		stop := context.AfterFunc(ctx, func() { conn.Close() }) // unblock a fetch in flight
-		offset, gen = f.readLoop(ctx, conn, offset, gen)
+		var progress, failed bool
+		offset, gen, progress, failed = f.readLoop(ctx, conn, start, gen)
 		stop()
 		conn.Close()
 		if ctx.Err() != nil {
 			return
 		}
+		if progress {
+			fails = 0
+		}
+		if failed {
+			fails++
+		}
 	}
 }
 
-// readLoop fetches on conn until it must reconnect (it returns the offset to
-// go on from) or ctx ends.
-func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, gen uint64) (int64, uint64) {
+// readLoop fetches on conn until it must reconnect or ctx ends. It returns
+// the offset to go on from, whether a fetch succeeded, and whether it ended
+// on a failure (else on SetOffset).
+func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, gen uint64) (int64, uint64, bool, bool) {
+	progress := false
 	for {
 		if o, g, ok := f.takeSeek(); ok {
-			return o, g // reconnect at the new position (rare: an offset reset)
+			return o, g, progress, false // reconnect at the new position (rare: an offset reset)
 		}
-		next, err := f.fetch(ctx, conn, offset, gen)
+		to, err := f.fetch(ctx, conn, offset, gen)
 		if ctx.Err() != nil {
-			return offset, gen
+			return offset, gen, progress, false
 		}
-		offset = next
+		offset = to
 		switch {
 		case err == nil, errors.Is(err, io.EOF): // the batch was read to its end
+			progress = true
 			f.log.ok()
 		case errors.Is(err, kafka.RequestTimedOut):
 			// The broker's own wait expired: ask again.
@@ -164,13 +176,13 @@ func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, 
 			// the worker logs the gap it sees) or past its end. The
 			// connection is not usable after it; connect moves a position
 			// below the first offset up to it and reports one past the end.
-			return offset, gen
+			return offset, gen, progress, true
 		default:
 			// NotLeaderForPartition, UnknownTopicOrPartition, a broken
 			// connection, a kafka error: log, then reconnect (the leader is
 			// looked up again).
 			f.log.Printf("fetching partition %d of %s at offset %d: %v", f.partition, f.topic, offset, err)
-			return offset, gen
+			return offset, gen, progress, true
 		}
 	}
 }

@@ -3,11 +3,15 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
 )
@@ -224,4 +228,57 @@ func positioned(f *fetcher) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.sought
+}
+
+// TestFetcherBacksOffFailingFetches: when every Fetch fails (the leader is
+// reachable, the fetch is refused), the fetcher reconnects with a growing
+// backoff, logs the episode once, and recovers when fetches succeed again.
+func TestFetcherBacksOffFailingFetches(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	fill(t, addr, tIn, 0, 10)
+	var fetches atomic.Int64
+	var refuse atomic.Bool
+	refuse.Store(true)
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		fetches.Add(1)
+		r := req.(*kmsg.FetchRequest)
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	var lb logBuffer
+	rl := &readerLog{ep: newEpisode(zerolog.New(&lb).Level(zerolog.InfoLevel), "fetch "+tIn)}
+	f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, 250*time.Millisecond, 10*time.Millisecond, 5*time.Second, rl)
+	ctx, cancel := context.WithCancel(context.Background())
+	go f.run(ctx)
+	t.Cleanup(func() { cancel(); <-f.done })
+	time.Sleep(time.Second)
+	// Backoff n^2 x 10 ms: the sleeps before attempts 2..7 add up to 910 ms,
+	// so about 7 fetches in a second; at a constant 10 ms it would be ~100.
+	if n := fetches.Load(); n < 2 || n > 15 {
+		t.Fatalf("%d refused fetches in 1 s, want a growing backoff (about 7)", n)
+	}
+	refuse.Store(false)
+	consecutive(t, collect(t, f, 0, 10), 0)
+	if n := lb.count("kafka unavailable"); n != 1 {
+		t.Fatalf("%d outage warnings, want 1:\n%s", n, lb.b.String())
+	}
+	if !strings.Contains(lb.b.String(), "kafka reachable again") {
+		t.Fatalf("no recovery logged:\n%s", lb.b.String())
+	}
 }
