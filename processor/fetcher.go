@@ -34,6 +34,7 @@ type fetcher struct {
 	maxWait    time.Duration
 	backoffMin time.Duration
 	backoffMax time.Duration
+	readChunk  time.Duration // the read deadline for each chunk of a fetched batch
 	log        *readerLog
 
 	ch   chan chunk           // fetched records in offset order
@@ -61,9 +62,10 @@ const (
 	// chunksQueued is the channel's capacity: with chunkLen, up to about
 	// 1,000 records wait for the worker, as the Reader's queue held.
 	chunksQueued = 4
-	// batchReadTimeout bounds the reading of one fetched batch once the
-	// broker has answered (kafka-go's ReadBatchTimeout default).
-	batchReadTimeout = 10 * time.Second
+	// chunkReadTimeout bounds the reading of one chunk of a fetched batch
+	// once the broker has answered (kafka-go's ReadBatchTimeout default,
+	// which its Reader applies to each message).
+	chunkReadTimeout = 10 * time.Second
 )
 
 // newFetcher returns a fetcher starting at offset (an offset, or
@@ -74,7 +76,7 @@ func newFetcher(topic string, partition int, offset int64, brokers []string, dia
 	}
 	return &fetcher{
 		topic: topic, partition: partition, brokers: brokers, dialer: dialer,
-		maxBytes: maxBytes, maxWait: maxWait, backoffMin: backoffMin, backoffMax: backoffMax, log: log,
+		maxBytes: maxBytes, maxWait: maxWait, backoffMin: backoffMin, backoffMax: backoffMax, readChunk: chunkReadTimeout, log: log,
 		ch: make(chan chunk, chunksQueued), free: make(chan []kafka.Message, chunksQueued+2),
 		done: make(chan struct{}), seek: offset, sought: true,
 	}
@@ -125,16 +127,29 @@ func (f *fetcher) run(ctx context.Context) {
 		if o, g, ok := f.takeSeek(); ok {
 			offset, gen = o, g
 		}
-		conn, start, err := f.connect(ctx, offset)
+		conn, err := f.dial(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			f.log.Printf("connecting to the leader of partition %d of %s at offset %v: %v", f.partition, f.topic, humanOffset(offset), err)
+			f.log.Printf("connecting to the leader of partition %d of %s: %v", f.partition, f.topic, err)
 			fails++
 			continue
 		}
-		stop := context.AfterFunc(ctx, func() { conn.Close() }) // unblock a fetch in flight
+		// Closing the connection when ctx ends unblocks whatever waits on
+		// the broker: the offsets asked next, a fetch in flight.
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		start, err := position(conn, offset)
+		if err != nil {
+			stop()
+			conn.Close()
+			if ctx.Err() != nil {
+				return
+			}
+			f.log.Printf("positioning on partition %d of %s at offset %v: %v", f.partition, f.topic, humanOffset(offset), err)
+			fails++
+			continue
+		}
 		var progress, failed bool
 		offset, gen, progress, failed = f.readLoop(ctx, conn, start, gen)
 		stop()
@@ -166,7 +181,7 @@ func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, 
 		}
 		offset = to
 		switch {
-		case err == nil, errors.Is(err, io.EOF): // the batch was read to its end
+		case errors.Is(err, io.EOF): // the batch was read to its end
 			progress = true
 			f.log.ok()
 		case errors.Is(err, kafka.RequestTimedOut):
@@ -174,8 +189,13 @@ func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, 
 		case errors.Is(err, kafka.OffsetOutOfRange):
 			// Below the log's first offset (retention deleted the records:
 			// the worker logs the gap it sees) or past its end. The
-			// connection is not usable after it; connect moves a position
-			// below the first offset up to it and reports one past the end.
+			// connection is not usable after it: reconnect at once;
+			// position moves a position below the first offset up to it
+			// and fails (backing off) for one past the end.
+			return offset, gen, progress, false
+		case errors.Is(err, io.ErrNoProgress):
+			// kafka-go's Conn judged itself corrupted: reconnect, quietly
+			// as its Reader does.
 			return offset, gen, progress, true
 		default:
 			// NotLeaderForPartition, UnknownTopicOrPartition, a broken
@@ -192,13 +212,18 @@ func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, 
 func (f *fetcher) fetch(ctx context.Context, conn *kafka.Conn, offset int64, gen uint64) (int64, error) {
 	conn.SetReadDeadline(time.Now().Add(f.maxWait))
 	batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: f.maxBytes})
-	conn.SetReadDeadline(time.Now().Add(batchReadTimeout))
-	msgs := f.buffer()
+	// The deadline covers a chunk's reading, renewed after each hand-over:
+	// the time spent waiting for the worker is not the broker's.
+	conn.SetReadDeadline(time.Now().Add(f.readChunk))
+	var msgs []kafka.Message // taken when the first record comes: most fetches of an idle partition bring none
 	var err error
 	for {
 		var m kafka.Message
 		if m, err = batch.ReadMessage(); err != nil {
 			break
+		}
+		if msgs == nil {
+			msgs = f.buffer()
 		}
 		msgs = append(msgs, m)
 		offset = m.Offset + 1
@@ -207,7 +232,8 @@ func (f *fetcher) fetch(ctx context.Context, conn *kafka.Conn, offset int64, gen
 				err = ctx.Err()
 				break
 			}
-			msgs = f.buffer()
+			msgs = nil
+			conn.SetReadDeadline(time.Now().Add(f.readChunk))
 		}
 	}
 	batch.Close() // its error is the one ReadMessage returned
@@ -244,39 +270,36 @@ func (f *fetcher) send(ctx context.Context, msgs []kafka.Message, gen uint64) bo
 	}
 }
 
-// connect dials the partition's leader (trying the brokers in turn) and
-// positions the connection at offset, resolving kafka.FirstOffset and
-// kafka.LastOffset and moving an offset below the log's first up to it.
-func (f *fetcher) connect(ctx context.Context, offset int64) (*kafka.Conn, int64, error) {
-	var err error
+// dial connects to the partition's leader, trying the brokers in turn.
+func (f *fetcher) dial(ctx context.Context) (*kafka.Conn, error) {
+	err := errors.New("no broker address")
 	for _, broker := range f.brokers {
 		var conn *kafka.Conn
-		if conn, err = f.dialer.DialLeader(ctx, "tcp", broker, f.topic, f.partition); err != nil {
-			continue
+		if conn, err = f.dialer.DialLeader(ctx, "tcp", broker, f.topic, f.partition); err == nil {
+			return conn, nil
 		}
-		first, last, oerr := readOffsets(conn)
-		if oerr != nil {
-			conn.Close()
-			return nil, 0, oerr
-		}
-		switch {
-		case offset == kafka.FirstOffset, offset >= 0 && offset < first:
-			offset = first
-		case offset == kafka.LastOffset:
-			offset = last
-		}
-		start, serr := conn.Seek(offset, kafka.SeekAbsolute)
-		if serr != nil {
-			conn.Close()
-			return nil, 0, serr
-		}
-		conn.SetDeadline(time.Time{})
-		return conn, start, nil
 	}
-	if err == nil {
-		err = errors.New("no broker address")
+	return nil, err
+}
+
+// position sets conn at offset and returns it, resolving kafka.FirstOffset
+// and kafka.LastOffset and moving an offset below the log's first up to
+// it; one past the log's end is kafka.OffsetOutOfRange.
+func position(conn *kafka.Conn, offset int64) (int64, error) {
+	first, last, err := readOffsets(conn)
+	if err != nil {
+		return 0, err
 	}
-	return nil, 0, err
+	switch {
+	case offset == kafka.FirstOffset, offset >= 0 && offset < first:
+		offset = first
+	case offset == kafka.LastOffset:
+		offset = last
+	case offset > last:
+		return 0, fmt.Errorf("offset %d is past the last offset %d: %w", offset, last, kafka.OffsetOutOfRange)
+	}
+	// The range is checked above: Seek asks the broker nothing more.
+	return conn.Seek(offset, kafka.SeekAbsolute|kafka.SeekDontCheck)
 }
 
 func readOffsets(conn *kafka.Conn) (first, last int64, err error) {

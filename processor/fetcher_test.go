@@ -39,7 +39,10 @@ func fill(t *testing.T, addr, topic string, from, n int) {
 func testFetcher(t *testing.T, addr string, offset int64, maxBytes int) (*fetcher, *logBuffer, context.CancelFunc) {
 	var lb logBuffer
 	rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
-	f := newFetcher(tIn, 0, offset, []string{addr}, nil, maxBytes, 250*time.Millisecond, 10*time.Millisecond, 100*time.Millisecond, rl)
+	// A fetch waits up to 2 s: with the service's 250 ms a broker slowed by
+	// the parallel tests may answer an empty fetch after the read deadline,
+	// which logs an outage that these tests assert away.
+	f := newFetcher(tIn, 0, offset, []string{addr}, nil, maxBytes, 2*time.Second, 10*time.Millisecond, 100*time.Millisecond, rl)
 	ctx, cancel := context.WithCancel(context.Background())
 	go f.run(ctx)
 	t.Cleanup(func() { cancel(); <-f.done })
@@ -198,36 +201,85 @@ func deleteBelow(t *testing.T, addr, topic string, offset int64) {
 	}
 }
 
-// TestFetcherStopsInFlight: cancelling the context ends a fetch waiting on
-// the broker at once (its connection is closed), not after the fetch's wait.
-func TestFetcherStopsInFlight(t *testing.T) {
+// TestFetcherStops: cancelling the context ends the fetcher at once
+// (its connection is closed) while a fetch waits on the broker and while
+// the broker does not answer the offsets asked on connecting, not after
+// the fetch's wait or the offsets' 10 s deadline.
+func TestFetcherStops(t *testing.T) {
 	t.Parallel()
-	addr := startCluster(t, 0, "").ListenAddrs()[0]
-	var lb logBuffer
-	rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
-	f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, time.Minute, 10*time.Millisecond, 100*time.Millisecond, rl)
-	ctx, cancel := context.WithCancel(context.Background())
-	go f.run(ctx)
-	for !positioned(f) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond) // in the empty partition's fetch, which waits up to a minute
-	cancel()
-	select {
-	case <-f.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the fetcher still runs 20 s after its context ended (its fetch waits a minute)")
-	}
-	if lb.count("kafka unavailable") != 0 {
-		t.Fatalf("a stop logged as an outage:\n%s", lb.b.String())
+	for _, tc := range []struct {
+		name string
+		key  kmsg.Key
+	}{
+		{"in a fetch", kmsg.Fetch},
+		{"in the offsets", kmsg.ListOffsets},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := startCluster(t, 0, "")
+			addr := c.ListenAddrs()[0]
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) }) // before the cluster closes
+			var held atomic.Int64
+			c.ControlKey(int16(tc.key), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				held.Add(1)
+				c.SleepControl(func() { <-release })
+				return nil, nil, false
+			})
+			var lb logBuffer
+			rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
+			f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, time.Minute, 10*time.Millisecond, 100*time.Millisecond, rl)
+			ctx, cancel := context.WithCancel(context.Background())
+			go f.run(ctx)
+			deadline := time.Now().Add(20 * time.Second)
+			for held.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the fetcher sent no request in 20 s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			start := time.Now()
+			cancel()
+			select {
+			case <-f.done:
+			case <-time.After(8 * time.Second):
+				t.Fatal("the fetcher still runs 8 s after its context ended, blocked on the broker")
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("stopped %v after the cancel", d)
+			}
+			if lb.count("kafka unavailable") != 0 {
+				t.Fatalf("a stop logged as an outage:\n%s", lb.b.String())
+			}
+		})
 	}
 }
 
-// positioned reports whether f has taken its start offset.
-func positioned(f *fetcher) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return !f.sought
+// TestFetcherSlowWorker: a large fetch read while the worker takes its
+// records slowly is not cut by the read deadline (the time spent waiting
+// for the worker is not the broker's): every record comes, no outage is
+// logged.
+func TestFetcherSlowWorker(t *testing.T) {
+	t.Parallel()
+	addr := startCluster(t, 0, "").ListenAddrs()[0]
+	fill(t, addr, tIn, 0, 3000)
+	var lb logBuffer
+	rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
+	f := newFetcher(tIn, 0, 0, []string{addr}, nil, 1<<20, 2*time.Second, 10*time.Millisecond, 100*time.Millisecond, rl)
+	f.readChunk = 200 * time.Millisecond // the whole fetch is one batch; the worker takes 12 chunks at 100 ms each
+	ctx, cancel := context.WithCancel(context.Background())
+	go f.run(ctx)
+	t.Cleanup(func() { cancel(); <-f.done })
+	var got []kafka.Message
+	for len(got) < 3000 {
+		time.Sleep(100 * time.Millisecond)
+		got = append(got, collect(t, f, 0, 1)...)
+	}
+	consecutive(t, got, 0)
+	if lb.count("kafka unavailable") != 0 {
+		t.Fatalf("a slow worker logged as an outage:\n%s", lb.b.String())
+	}
 }
 
 // TestFetcherBacksOffFailingFetches: when every Fetch fails (the leader is

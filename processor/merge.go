@@ -45,6 +45,7 @@ type side struct {
 	hwm      int64
 	hwmClock uint64
 	asking   bool
+	epoch    uint64    // counts resets: an answer asked before the latest is about the old log
 	assumed  int64     // a mark given up on after MergeWait: treated as reached
 	expired  uint64    // records of the other side that arrived up to this clock waited MergeWait: settled
 	retryAt  time.Time // after a failed request, the earliest next one
@@ -57,6 +58,7 @@ type arrived struct {
 
 type hwmAnswer struct {
 	lab   bool
+	epoch uint64
 	clock uint64
 	hwm   int64
 	err   error
@@ -104,13 +106,18 @@ func (s *side) recycle(msgs []kafka.Message) {
 	}
 }
 
-// reset drops what s holds from before its fetcher moved to generation gen.
+// reset drops what s holds from before its fetcher moved to generation
+// gen: the records, and what the merge knew of the old log's end (its
+// high-water mark, a mark assumed reached), including an answer in flight.
 func (s *side) reset(gen uint64) {
 	s.gen = gen
 	s.recycle(s.cur)
 	s.cur, s.pos = nil, 0
 	clear(s.queue)
 	s.queue, s.head = s.queue[:0], 0
+	s.hwm, s.hwmClock, s.assumed, s.expired, s.retryAt = 0, 0, 0, 0, time.Time{}
+	s.asking = false
+	s.epoch++
 }
 
 // drain moves what is buffered in s's channel into its queue.
@@ -257,11 +264,11 @@ func (m *merger) ask(ctx context.Context, s *side) {
 		return
 	}
 	s.asking = true
-	clock, lab := m.clock, s.lab
+	clock, lab, epoch := m.clock, s.lab, s.epoch
 	go func() {
 		h, err := m.hwm(ctx, lab)
 		select {
-		case m.answers <- hwmAnswer{lab: lab, clock: clock, hwm: h, err: err}:
+		case m.answers <- hwmAnswer{lab: lab, epoch: epoch, clock: clock, hwm: h, err: err}:
 		case <-ctx.Done():
 		}
 	}()
@@ -271,6 +278,9 @@ func (m *merger) answer(a hwmAnswer) {
 	s := &m.in
 	if a.lab {
 		s = m.lab
+	}
+	if a.epoch != s.epoch {
+		return // about the log before a reset (which cleared asking)
 	}
 	s.asking = false
 	if a.err != nil {

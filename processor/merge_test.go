@@ -165,3 +165,75 @@ func TestMergeBoundedWait(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeDropsOldGenerations: after a side's reset (the fetcher moved by
+// SetOffset), what it held and the chunks fetched before the move are
+// dropped; the new generation's records come next, without and with a
+// labels topic.
+func TestMergeDropsOldGenerations(t *testing.T) {
+	t.Parallel()
+	run := func(topic string, from, n int64, gen uint64) chunk {
+		c := chunk{gen: gen}
+		for o := from; o < from+n; o++ {
+			c.msgs = append(c.msgs, kafka.Message{Topic: topic, Offset: o, Time: time.Unix(o, 0)})
+		}
+		return c
+	}
+	for _, labels := range []bool{false, true} {
+		t.Run(fmt.Sprintf("labels=%v", labels), func(t *testing.T) {
+			t.Parallel()
+			in, lab := make(chan chunk, 4), make(chan chunk, 4)
+			m := &merger{in: side{ch: in}}
+			s, feed, topic := &m.in, in, "in"
+			if labels {
+				m.lab = &side{ch: lab, lab: true}
+				m.hwm, m.wait = func(context.Context, bool) (int64, error) { return 0, nil }, time.Second
+				s, feed, topic = m.lab, lab, "labels"
+			}
+			feed <- run(topic, 0, 5, 0)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			next := func() kafka.Message {
+				t.Helper()
+				msg, _, ok, err := m.next(ctx, nil)
+				if err != nil || !ok {
+					t.Fatalf("next: %v %v", ok, err)
+				}
+				return msg
+			}
+			for o := int64(0); o < 2; o++ {
+				if got := next(); got.Offset != o {
+					t.Fatalf("offset %d, want %d", got.Offset, o)
+				}
+			}
+			s.reset(1)
+			feed <- run(topic, 5, 5, 0)   // fetched before the move
+			feed <- run(topic, 100, 3, 1) // after it
+			for o := int64(100); o < 103; o++ {
+				if got := next(); got.Offset != o || got.Topic != topic {
+					t.Fatalf("%s/%d, want %s/%d", got.Topic, got.Offset, topic, o)
+				}
+			}
+		})
+	}
+}
+
+// TestMergeResetForgetsTheOldLogEnd: a reset side knows nothing of the old
+// log's end: neither a mark assumed reached nor an answer asked before the
+// reset settles a record of the other side.
+func TestMergeResetForgetsTheOldLogEnd(t *testing.T) {
+	t.Parallel()
+	m := &merger{in: side{}, lab: &side{lab: true}}
+	m.lab.hwm, m.lab.hwmClock, m.lab.assumed, m.lab.next = 1000, 1, 1000, 1000
+	epoch := m.lab.epoch
+	m.lab.reset(1)
+	m.lab.next = 0
+	m.answer(hwmAnswer{lab: true, epoch: epoch, clock: 9, hwm: 0}) // asked before the reset
+	if m.lab.hwmClock != 0 {
+		t.Fatal("an answer about the old log was taken")
+	}
+	m.answer(hwmAnswer{lab: true, epoch: m.lab.epoch, clock: 5, hwm: 50})
+	if m.settled(context.Background(), m.lab, 3) {
+		t.Fatal("labels read to 0 of a new log whose end is 50 count as read up to it")
+	}
+}
