@@ -37,14 +37,15 @@ type fetcher struct {
 	readChunk  time.Duration // the read deadline for each chunk of a fetched batch
 	log        *readerLog
 
-	ch   chan chunk           // fetched records in offset order
-	free chan []kafka.Message // consumed chunks, back for reuse
-	done chan struct{}        // closed when run returns
+	ch    chan chunk           // fetched records in offset order
+	free  chan []kafka.Message // consumed chunks, back for reuse
+	done  chan struct{}        // closed when run returns
+	moved chan struct{}        // SetOffset's signal: cuts a backoff short
 
-	mu     sync.Mutex
-	seek   int64  // a new position asked by SetOffset, applied before the next fetch
-	gen    uint64 // counts SetOffset calls; chunks fetched before the latest carry an older one
-	sought bool
+	mu      sync.Mutex
+	seek    int64  // a new position asked by SetOffset, applied before the next fetch
+	gen     uint64 // counts SetOffset calls; chunks fetched before the latest carry an older one
+	pending bool   // seek is not applied yet
 }
 
 // chunk is a run of consecutive records of the partition. gen is the
@@ -78,7 +79,7 @@ func newFetcher(topic string, partition int, offset int64, brokers []string, dia
 		topic: topic, partition: partition, brokers: brokers, dialer: dialer,
 		maxBytes: maxBytes, maxWait: maxWait, backoffMin: backoffMin, backoffMax: backoffMax, readChunk: chunkReadTimeout, log: log,
 		ch: make(chan chunk, chunksQueued), free: make(chan []kafka.Message, chunksQueued+2),
-		done: make(chan struct{}), seek: offset, sought: true,
+		done: make(chan struct{}), moved: make(chan struct{}, 1), seek: offset, pending: true,
 	}
 }
 
@@ -87,8 +88,12 @@ func newFetcher(topic string, partition int, offset int64, brokers []string, dia
 func (f *fetcher) SetOffset(offset int64) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.seek, f.sought = offset, true
+	f.seek, f.pending = offset, true
 	f.gen++
+	select {
+	case f.moved <- struct{}{}:
+	default:
+	}
 	return f.gen
 }
 
@@ -97,10 +102,10 @@ func (f *fetcher) SetOffset(offset int64) uint64 {
 func (f *fetcher) takeSeek() (offset int64, gen uint64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.sought {
+	if !f.pending {
 		return 0, f.gen, false
 	}
-	f.sought = false
+	f.pending = false
 	return f.seek, f.gen, true
 }
 
@@ -121,7 +126,7 @@ func (f *fetcher) run(ctx context.Context) {
 	defer close(f.done)
 	offset, gen, _ := f.takeSeek()
 	for fails := 0; ; {
-		if fails > 0 && !sleepCtx(ctx, backoffDelay(fails, f.backoffMin, f.backoffMax)) {
+		if fails > 0 && !f.backoff(ctx, backoffDelay(fails, f.backoffMin, f.backoffMax)) {
 			return
 		}
 		if o, g, ok := f.takeSeek(); ok {
@@ -317,16 +322,18 @@ func backoffDelay(attempt int, min, max time.Duration) time.Duration {
 	return d
 }
 
-// sleepCtx sleeps d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// backoff sleeps d, or less when SetOffset moves the fetcher (a new
+// position deserves a try at once); false when ctx ended first.
+func (f *fetcher) backoff(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
-		return true
+	case <-f.moved:
 	}
+	return true
 }
 
 // humanOffset prints the symbolic start offsets by name.

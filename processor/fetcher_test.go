@@ -37,16 +37,26 @@ func fill(t *testing.T, addr, topic string, from, n int) {
 }
 
 func testFetcher(t *testing.T, addr string, offset int64, maxBytes int) (*fetcher, *logBuffer, context.CancelFunc) {
-	var lb logBuffer
-	rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
+	rl, lb := testLog()
 	// A fetch waits up to 2 s: with the service's 250 ms a broker slowed by
 	// the parallel tests may answer an empty fetch after the read deadline,
 	// which logs an outage that these tests assert away.
 	f := newFetcher(tIn, 0, offset, []string{addr}, nil, maxBytes, 2*time.Second, 10*time.Millisecond, 100*time.Millisecond, rl)
+	return f, lb, runFetcher(t, f)
+}
+
+// testLog returns a fetcher's log and the buffer it writes to.
+func testLog() (*readerLog, *logBuffer) {
+	var lb logBuffer
+	return &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}, &lb
+}
+
+// runFetcher runs f until the test ends or the returned cancel is called.
+func runFetcher(t *testing.T, f *fetcher) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	go f.run(ctx)
 	t.Cleanup(func() { cancel(); <-f.done })
-	return f, &lb, cancel
+	return cancel
 }
 
 // collect reads records of generation gen (dropping others, as the
@@ -227,11 +237,9 @@ func TestFetcherStops(t *testing.T) {
 				c.SleepControl(func() { <-release })
 				return nil, nil, false
 			})
-			var lb logBuffer
-			rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
+			rl, lb := testLog()
 			f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, time.Minute, 10*time.Millisecond, 100*time.Millisecond, rl)
-			ctx, cancel := context.WithCancel(context.Background())
-			go f.run(ctx)
+			cancel := runFetcher(t, f)
 			deadline := time.Now().Add(20 * time.Second)
 			for held.Load() == 0 {
 				if time.Now().After(deadline) {
@@ -264,13 +272,10 @@ func TestFetcherSlowWorker(t *testing.T) {
 	t.Parallel()
 	addr := startCluster(t, 0, "").ListenAddrs()[0]
 	fill(t, addr, tIn, 0, 3000)
-	var lb logBuffer
-	rl := &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}
+	rl, lb := testLog()
 	f := newFetcher(tIn, 0, 0, []string{addr}, nil, 1<<20, 2*time.Second, 10*time.Millisecond, 100*time.Millisecond, rl)
 	f.readChunk = 200 * time.Millisecond // the whole fetch is one batch; the worker takes 12 chunks at 100 ms each
-	ctx, cancel := context.WithCancel(context.Background())
-	go f.run(ctx)
-	t.Cleanup(func() { cancel(); <-f.done })
+	runFetcher(t, f)
 	var got []kafka.Message
 	for len(got) < 3000 {
 		time.Sleep(100 * time.Millisecond)
@@ -313,12 +318,9 @@ func TestFetcherBacksOffFailingFetches(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	var lb logBuffer
-	rl := &readerLog{ep: newEpisode(zerolog.New(&lb).Level(zerolog.InfoLevel), "fetch "+tIn)}
-	f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, 250*time.Millisecond, 10*time.Millisecond, 5*time.Second, rl)
-	ctx, cancel := context.WithCancel(context.Background())
-	go f.run(ctx)
-	t.Cleanup(func() { cancel(); <-f.done })
+	rl, lb := testLog()
+	f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, 2*time.Second, 10*time.Millisecond, 5*time.Second, rl)
+	runFetcher(t, f)
 	time.Sleep(time.Second)
 	// Backoff n^2 x 10 ms: the sleeps before attempts 2..7 add up to 910 ms,
 	// so about 7 fetches in a second; at a constant 10 ms it would be ~100.
@@ -332,5 +334,30 @@ func TestFetcherBacksOffFailingFetches(t *testing.T) {
 	}
 	if !strings.Contains(lb.b.String(), "kafka reachable again") {
 		t.Fatalf("no recovery logged:\n%s", lb.b.String())
+	}
+}
+
+// TestFetcherSetOffsetCutsBackoff: a fetcher backing off (its position is
+// past the log's end) tries the position SetOffset gives at once, not after
+// its backoff.
+func TestFetcherSetOffsetCutsBackoff(t *testing.T) {
+	t.Parallel()
+	addr := startCluster(t, 0, "").ListenAddrs()[0]
+	fill(t, addr, tIn, 0, 10)
+	rl, lb := testLog()
+	f := newFetcher(tIn, 0, 5000, []string{addr}, nil, 1<<20, 2*time.Second, 10*time.Second, time.Minute, rl)
+	runFetcher(t, f)
+	deadline := time.Now().Add(20 * time.Second)
+	for lb.count("past the last offset") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no out-of-range failure logged in 20 s:\n%s", lb.b.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	gen := f.SetOffset(0)
+	consecutive(t, collect(t, f, gen, 10), 0)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("records came %v after SetOffset: it waited out the 10 s backoff", d)
 	}
 }
