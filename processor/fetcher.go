@@ -106,6 +106,10 @@ func (f *fetcher) takeSeek() (offset int64, gen uint64, ok bool) {
 		return 0, f.gen, false
 	}
 	f.pending = false
+	select { // applied: the signal must not cut a later, unrelated backoff short
+	case <-f.moved:
+	default:
+	}
 	return f.seek, f.gen, true
 }
 

@@ -251,6 +251,27 @@ func (d *decoder) scanNumber() (n decimal, ok bool) {
 	return n, true
 }
 
+// eightDigits reports whether the 8 bytes of v (little-endian) are all
+// ASCII digits: a byte is 0x30-0x39 exactly when its high nibble is 3 and
+// adding 6 leaves it at 3. Bytes handled in one word (SWAR: L. Lamport,
+// "Multiple byte processing with full-word instructions", CACM 18(8) 1975).
+func eightDigits(v uint64) bool {
+	return (v&0xF0F0F0F0F0F0F0F0)|(((v+0x0606060606060606)&0xF0F0F0F0F0F0F0F0)>>4) == 0x3333333333333333
+}
+
+// parseEightDigits returns the number the 8 ASCII digits of v spell, the
+// first byte (lowest) most significant: adjacent digits combined into
+// pairs, then the four pairs into the result with two multiplications
+// (D. Lemire, "Quickly parsing eight digits", 2018).
+func parseEightDigits(v uint64) uint64 {
+	const mask = 0x000000FF000000FF
+	const mul1 = 0x000F424000000064 // 100 + (1000000 << 32)
+	const mul2 = 0x0000271000000001 // 1 + (10000 << 32)
+	v -= 0x3030303030303030
+	v = v*10 + v>>8
+	return ((v&mask)*mul1 + (v>>16&mask)*mul2) >> 32
+}
+
 // mantissaDigits adds the digits at d.pos to n.mant (n.exact turns false
 // once it cannot take more) and returns how many there were.
 //
@@ -259,6 +280,18 @@ func (d *decoder) scanNumber() (n decimal, ok bool) {
 func (d *decoder) mantissaDigits(n *decimal) int {
 	data, start := d.data, d.pos
 	pos, mant := start, n.mant
+	// Eight digits at a time while the mantissa is so small that the
+	// digit loop below would take all eight (it takes a digit while mant <
+	// 2^59; below 2^59/10^8 seven more digits keep it there): the same
+	// mantissa, with a quarter of the loop's work on long numbers.
+	for pos+8 <= len(data) && mant < (1<<59)/100000000 {
+		v := binary.LittleEndian.Uint64(data[pos:])
+		if !eightDigits(v) {
+			break
+		}
+		mant = mant*100000000 + parseEightDigits(v)
+		pos += 8
+	}
 	for ; pos < len(data); pos++ {
 		c := data[pos] - '0'
 		if c > 9 {

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"encoding/binary"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -275,9 +276,41 @@ func TestNumberPow10Tab(t *testing.T) {
 	}
 }
 
+// TestEightDigits: the word-at-a-time digit test and value against a byte
+// loop and strconv, on digit runs with every non-digit byte value at every
+// position.
+func TestEightDigits(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(8, 8))
+	for i := 0; i < 20000; i++ {
+		var b [8]byte
+		for k := range b {
+			b[k] = '0' + byte(rng.IntN(10))
+		}
+		if i%2 == 1 { // one byte anything, at any place
+			b[rng.IntN(8)] = byte(rng.IntN(256))
+		}
+		v := binary.LittleEndian.Uint64(b[:])
+		want := true
+		for _, c := range b {
+			want = want && c >= '0' && c <= '9'
+		}
+		if got := eightDigits(v); got != want {
+			t.Fatalf("%q: eightDigits %v, want %v", b[:], got, want)
+		}
+		if want {
+			n, _ := strconv.ParseUint(string(b[:]), 10, 64)
+			if got := parseEightDigits(v); got != n {
+				t.Fatalf("%q: parseEightDigits %d, want %d", b[:], got, n)
+			}
+		}
+	}
+}
+
 func FuzzNumber(f *testing.F) {
 	for _, s := range []string{"0", "-1.5", "1e22", "9007199254740993", "0.1234", "1e-400", "12e", "0.12345678901234567",
-		"-1.2345678901234567e-05", "4503599627370496.5", "1e23", "2.2250738585072011e-308", "1.7976931348623159e308"} {
+		"-1.2345678901234567e-05", "4503599627370496.5", "1e23", "2.2250738585072011e-308", "1.7976931348623159e308",
+		"123456789012345678901234567890", "0.000000000000000000001234567890123456789", "57646075230342348.5"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
