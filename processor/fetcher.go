@@ -198,10 +198,13 @@ func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, 
 		case errors.Is(err, kafka.OffsetOutOfRange):
 			// Below the log's first offset (retention deleted the records:
 			// the worker logs the gap it sees) or past its end. The
-			// connection is not usable after it: reconnect at once;
-			// position moves a position below the first offset up to it
-			// and fails (backing off) for one past the end.
-			return offset, gen, progress, false
+			// connection is not usable after it: reconnect, at once after
+			// records came on it; position moves a position below the
+			// first offset up to it and fails (backing off) for one past
+			// the end. (A connection refused at its first fetch backs off:
+			// no loop without pause against a broker whose offsets and
+			// fetches disagree.)
+			return offset, gen, progress, !progress
 		case errors.Is(err, io.ErrNoProgress):
 			// kafka-go's Conn judged itself corrupted: reconnect, quietly
 			// as its Reader does.
