@@ -321,12 +321,14 @@ func (w *worker) hwm(ctx context.Context, lab bool) (int64, error) {
 
 // readerMaxWait is how long a fetch may wait on the broker for data. With
 // MinBytes 1 the broker answers as soon as a record exists, so a longer wait
-// adds no latency to records. kafka-go uses it as the connection's read
-// deadline while asking the broker to wait 3/4 of it, so a heavily loaded
-// broker can miss the remaining 62 ms; the fetcher then logs an i/o timeout
-// and reconnects with backoff (nothing is lost; docs/pipeline.md, "Broker
-// trouble").
-const readerMaxWait = 250 * time.Millisecond
+// adds no latency to records; it was 250 ms while closing a kafka-go Reader
+// waited for the fetch in flight, which the fetcher does not (it closes its
+// connection). kafka-go uses it as the connection's read deadline while
+// asking the broker to wait 3/4 of it: a broker that misses the remaining
+// quarter (250 ms, 62 ms before) makes the fetcher log an i/o timeout and
+// reconnect (nothing is lost; docs/pipeline.md, "Broker trouble"). An idle
+// partition costs one fetch a second.
+const readerMaxWait = time.Second
 
 func (w *worker) newFetcher(topic string, offset int64, rl *readerLog) *fetcher {
 	return newFetcher(topic, w.part, offset, w.cfg.Brokers, w.cfg.Dialer, max(4*w.cfg.MaxValueBytes, 16<<20),
