@@ -203,7 +203,10 @@ func (f *fetcher) readLoop(ctx context.Context, conn *kafka.Conn, offset int64, 
 			// first offset up to it and fails (backing off) for one past
 			// the end. (A connection refused at its first fetch backs off:
 			// no loop without pause against a broker whose offsets and
-			// fetches disagree.)
+			// fetches disagree; logged, once per episode.)
+			if !progress {
+				f.log.Printf("fetching partition %d of %s at offset %d: %v", f.partition, f.topic, offset, err)
+			}
 			return offset, gen, progress, !progress
 		case errors.Is(err, io.ErrNoProgress):
 			// kafka-go's Conn judged itself corrupted: reconnect, quietly

@@ -38,9 +38,9 @@ func fill(t *testing.T, addr, topic string, from, n int) {
 
 func testFetcher(t *testing.T, addr string, offset int64, maxBytes int) (*fetcher, *logBuffer, context.CancelFunc) {
 	rl, lb := testLog()
-	// A fetch waits up to 2 s: with the service's 250 ms a broker slowed by
-	// the parallel tests may answer an empty fetch after the read deadline,
-	// which logs an outage that these tests assert away.
+	// A fetch waits up to 2 s (the service: 1 s): a broker slowed by the
+	// parallel tests that answers an empty fetch after the read deadline
+	// logs an outage, which these tests assert away.
 	f := newFetcher(tIn, 0, offset, []string{addr}, nil, maxBytes, 2*time.Second, 10*time.Millisecond, 100*time.Millisecond, rl)
 	return f, lb, runFetcher(t, f)
 }

@@ -100,3 +100,19 @@ func (b *Broker) CreateTopics(ctx context.Context, partitions int, topics ...str
 	}
 	return nil
 }
+
+// DeleteTopics deletes topics and their records (a benchmark's rounds give
+// the memory of the embedded broker back).
+func (b *Broker) DeleteTopics(ctx context.Context, topics ...string) error {
+	cl := &kafka.Client{Addr: kafka.TCP(b.addrs...), Timeout: 10 * time.Second}
+	resp, err := cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
+	if err != nil {
+		return fmt.Errorf("broker: delete topics %v: %w", topics, err)
+	}
+	for t, e := range resp.Errors {
+		if e != nil {
+			return fmt.Errorf("broker: delete topic %s: %w", t, e)
+		}
+	}
+	return nil
+}
