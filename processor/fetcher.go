@@ -305,11 +305,9 @@ func position(conn *kafka.Conn, offset int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch {
-	case offset == kafka.FirstOffset, offset >= 0 && offset < first:
+	switch offset = concrete(offset, logRange{first, last}); {
+	case offset < first:
 		offset = first
-	case offset == kafka.LastOffset:
-		offset = last
 	case offset > last:
 		return 0, fmt.Errorf("offset %d is past the last offset %d: %w", offset, last, kafka.OffsetOutOfRange)
 	}

@@ -51,6 +51,14 @@ func testLog() (*readerLog, *logBuffer) {
 	return &readerLog{ep: newEpisode(zerolog.New(&lb), "fetch "+tIn)}, &lb
 }
 
+// noOutage fails the test if the fetcher logged an outage.
+func noOutage(t *testing.T, lb *logBuffer) {
+	t.Helper()
+	if lb.count("kafka unavailable") != 0 {
+		t.Fatalf("logged as an outage:\n%s", lb.b.String())
+	}
+}
+
 // runFetcher runs f until the test ends or the returned cancel is called.
 func runFetcher(t *testing.T, f *fetcher) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -116,9 +124,7 @@ func TestFetcherStarts(t *testing.T) {
 			f, lb, _ := testFetcher(t, addr, tc.start, 8<<10)
 			fill(t, addr, tIn, 1200, 300)
 			consecutive(t, collect(t, f, 0, int(1500-tc.first)), tc.first)
-			if lb.count("kafka unavailable") != 0 {
-				t.Fatalf("logged as an outage:\n%s", lb.b.String())
-			}
+			noOutage(t, lb)
 		})
 	}
 }
@@ -199,9 +205,7 @@ func TestFetcherBelowFirst(t *testing.T) {
 		t.Fatalf("after the trim: no skip to offset 2500 (gap at %d)", gap)
 	}
 	consecutive(t, got[gap:], 2500)
-	if lb.count("kafka unavailable") != 0 {
-		t.Fatalf("retention logged as an outage:\n%s", lb.b.String())
-	}
+	noOutage(t, lb)
 }
 
 func deleteBelow(t *testing.T, addr, topic string, offset int64) {
@@ -240,13 +244,7 @@ func TestFetcherStops(t *testing.T) {
 			rl, lb := testLog()
 			f := newFetcher(tIn, 0, kafka.FirstOffset, []string{addr}, nil, 1<<20, time.Minute, 10*time.Millisecond, 100*time.Millisecond, rl)
 			cancel := runFetcher(t, f)
-			deadline := time.Now().Add(20 * time.Second)
-			for held.Load() == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the fetcher sent no request in 20 s")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitUntil(t, 20*time.Second, "the fetcher's request", func() bool { return held.Load() > 0 })
 			start := time.Now()
 			cancel()
 			select {
@@ -257,9 +255,7 @@ func TestFetcherStops(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("stopped %v after the cancel", d)
 			}
-			if lb.count("kafka unavailable") != 0 {
-				t.Fatalf("a stop logged as an outage:\n%s", lb.b.String())
-			}
+			noOutage(t, lb)
 		})
 	}
 }
@@ -282,9 +278,7 @@ func TestFetcherSlowWorker(t *testing.T) {
 		got = append(got, collect(t, f, 0, 1)...)
 	}
 	consecutive(t, got, 0)
-	if lb.count("kafka unavailable") != 0 {
-		t.Fatalf("a slow worker logged as an outage:\n%s", lb.b.String())
-	}
+	noOutage(t, lb)
 }
 
 // TestFetcherBacksOffFailingFetches: when every Fetch fails (the leader is
@@ -347,13 +341,7 @@ func TestFetcherSetOffsetCutsBackoff(t *testing.T) {
 	rl, lb := testLog()
 	f := newFetcher(tIn, 0, 5000, []string{addr}, nil, 1<<20, 2*time.Second, 10*time.Second, time.Minute, rl)
 	runFetcher(t, f)
-	deadline := time.Now().Add(20 * time.Second)
-	for lb.count("past the last offset") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no out-of-range failure logged in 20 s:\n%s", lb.b.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, 20*time.Second, "the out-of-range failure logged", func() bool { return lb.count("past the last offset") > 0 })
 	start := time.Now()
 	gen := f.SetOffset(0)
 	consecutive(t, collect(t, f, gen, 10), 0)

@@ -106,6 +106,12 @@ func (s *side) recycle(msgs []kafka.Message) {
 	}
 }
 
+// seek moves s's fetcher to offset, dropping what s holds from before.
+func (s *side) seek(offset int64) {
+	s.reset(s.f.SetOffset(offset))
+	s.next = offset
+}
+
 // reset drops what s holds from before its fetcher moved to generation
 // gen: the records, and what the merge knew of the old log's end (its
 // high-water mark, a mark assumed reached), including an answer in flight.
@@ -327,7 +333,7 @@ func (w *worker) hwm(ctx context.Context, lab bool) (int64, error) {
 // asking the broker to wait 3/4 of it: a broker that misses the remaining
 // quarter (250 ms, 62 ms before) makes the fetcher log an i/o timeout and
 // reconnect (nothing is lost; docs/pipeline.md, "Broker trouble"). An idle
-// partition costs one fetch a second.
+// partition costs a fetch every 750 ms (every 187 ms with 250 ms).
 const readerMaxWait = time.Second
 
 func (w *worker) newFetcher(topic string, offset int64, rl *readerLog) *fetcher {

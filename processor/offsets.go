@@ -195,7 +195,7 @@ func (w *worker) runProbe(ctx context.Context, out chan<- probe) {
 // OffsetReset when a log shrank below the position the worker had when the
 // probe was asked (the topic was deleted and recreated while read): the
 // reader then moves to the offset the policy gives.
-func (w *worker) applyProbe(pr probe, inF, labF *fetcher, m *merger) {
+func (w *worker) applyProbe(pr probe, m *merger) {
 	in, ok := pr.ranges[w.cfg.InputTopic]
 	if !ok {
 		return
@@ -207,18 +207,16 @@ func (w *worker) applyProbe(pr probe, inF, labF *fetcher, m *merger) {
 		}
 		w.nextIn, w.emitFrom, w.groupIn = to, to, min(w.groupIn, to)
 		w.posIn.Store(to)
-		m.in.reset(inF.SetOffset(to))
-		m.in.next = to
+		m.in.seek(to)
 	}
-	if lab, ok := pr.ranges[w.cfg.LabelsTopic]; ok && labF != nil && pr.posLab > lab.last {
+	if lab, ok := pr.ranges[w.cfg.LabelsTopic]; ok && m.lab != nil && pr.posLab > lab.last {
 		to, err := w.reset(w.cfg.LabelsTopic, pr.posLab, lab)
 		if err != nil {
 			return
 		}
 		w.nextLab, w.groupLab = to, min(w.groupLab, to)
 		w.posLab.Store(to)
-		m.lab.reset(labF.SetOffset(to))
-		m.lab.next = to
+		m.lab.seek(to)
 	}
 	w.setLag(in.last)
 }

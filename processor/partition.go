@@ -144,10 +144,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	fetchers = append(fetchers, inF)
 	go inF.run(fctx)
 	m := &merger{in: side{ch: inF.ch, f: inF, next: w.nextIn}}
-	var labF *fetcher
 	if w.cfg.LabelsTopic != "" {
 		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
-		labF = w.newFetcher(w.cfg.LabelsTopic, w.nextLab, rlLab)
+		labF := w.newFetcher(w.cfg.LabelsTopic, w.nextLab, rlLab)
 		fetchers = append(fetchers, labF)
 		go labF.run(fctx)
 		m.lab = &side{ch: labF.ch, f: labF, next: w.nextLab, lab: true}
@@ -189,7 +188,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 		select {
 		case pr := <-probes:
-			w.applyProbe(pr, inF, labF, m)
+			w.applyProbe(pr, m)
 		default:
 		}
 		if err := w.pollCheckpoint(); err != nil {

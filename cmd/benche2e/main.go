@@ -29,6 +29,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -304,18 +305,9 @@ func drain(ctx context.Context, b *broker.Broker, o options, tag, file, suffix s
 	return throughput(msgs), cpu.Seconds() / float64(o.n) * 1e6, nil
 }
 
-// median of xs (the mean of the middle two for an even count).
+// median of xs (nearest rank, as quantile).
 func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return quantile(slices.Sorted(slices.Values(xs)), 0.5)
 }
 
 // startProfile starts a CPU profile into file+suffix (nothing when file is
