@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
@@ -21,7 +21,8 @@ type messageWriter interface {
 }
 
 // producer is an emitter's messageWriter: one Produce request per topic
-// partition of the batch, sent at once, on kafka-go's protocol client.
+// partition of the batch, sent at once, on kafka-go's protocol client, each
+// request's record batch written by the engine (batchEncoder).
 //
 // It replaces kafka.Writer on the record path because the emitter already
 // batches (the records that arrive while a request is in flight form the
@@ -54,7 +55,8 @@ type produceGroup struct {
 	topic     string
 	partition int
 	idx       []int // indexes into the batch, in order
-	records   messageRecords
+	enc       batchEncoder
+	raw       bytes.Reader // the encoded batch, as RawProduce reads it
 }
 
 // maxRequestBytes bounds the keys and values of one Produce request (before
@@ -219,9 +221,13 @@ func (pr *producer) send(ctx context.Context, g *produceGroup, msgs []kafka.Mess
 const produceAttempts = 3
 
 func (pr *producer) produce(ctx context.Context, g *produceGroup, msgs []kafka.Message, start, end int) error {
-	g.records.reset(msgs, g.idx[start:end])
-	res, err := pr.client.Produce(ctx, &kafka.ProduceRequest{Topic: g.topic, Partition: g.partition,
-		RequiredAcks: pr.acks, Compression: pr.compression, Records: &g.records})
+	batch, err := g.enc.encode(msgs, g.idx[start:end], pr.compression, time.Now())
+	if err != nil {
+		return fmt.Errorf("encode a record batch: %w", err)
+	}
+	g.raw.Reset(batch)
+	res, err := pr.client.RawProduce(ctx, &kafka.RawProduceRequest{Topic: g.topic, Partition: g.partition,
+		RequiredAcks: pr.acks, RawRecords: protocol.RawRecordSet{Reader: &g.raw}})
 	if err != nil || res == nil {
 		return err
 	}
@@ -247,41 +253,3 @@ func retriable(err error) bool {
 	}
 	return true
 }
-
-// messageRecords reads a group's messages as kafka.Records without copying
-// them: one Record and two readers reused for every message.
-type messageRecords struct {
-	msgs   []kafka.Message
-	idx    []int
-	next   int
-	record kafka.Record
-	key    bytesReader
-	value  bytesReader
-}
-
-func (r *messageRecords) reset(msgs []kafka.Message, idx []int) {
-	r.msgs, r.idx, r.next = msgs, idx, 0
-}
-
-// ReadRecord implements kafka.RecordReader.
-func (r *messageRecords) ReadRecord() (*kafka.Record, error) {
-	if r.next >= len(r.idx) {
-		return nil, io.EOF
-	}
-	m := &r.msgs[r.idx[r.next]]
-	r.next++
-	r.record = kafka.Record{Time: m.Time, Headers: m.Headers}
-	if m.Key != nil {
-		r.key.Reset(m.Key)
-		r.record.Key = &r.key
-	}
-	if m.Value != nil {
-		r.value.Reset(m.Value)
-		r.record.Value = &r.value
-	}
-	return &r.record, nil
-}
-
-type bytesReader struct{ bytes.Reader }
-
-func (*bytesReader) Close() error { return nil }
