@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -42,9 +43,10 @@ type emitter struct {
 	done   chan struct{}
 
 	// failErr is the non-retriable produce error that stopped the emitter
-	// (set before done is closed). onAcked, if set, is told how many
-	// predictions each acknowledged batch held.
-	failErr error
+	// (set before done is closed; an atomic because the worker asks after
+	// every record). onAcked, if set, is told how many predictions each
+	// acknowledged batch held.
+	failErr atomic.Pointer[error]
 	onAcked func(n int)
 }
 
@@ -98,9 +100,7 @@ func (e *emitter) run(ctx context.Context) {
 				continue
 			}
 			if fatal != nil {
-				e.mu.Lock()
-				e.failErr = fatal
-				e.mu.Unlock()
+				e.failErr.Store(&fatal)
 				return
 			}
 			ep.fail(err)
@@ -204,9 +204,10 @@ func (e *emitter) waitAcked(ctx context.Context, seq uint64) error {
 
 // failed returns the error that stopped the emitter for good, if any.
 func (e *emitter) failed() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.failErr
+	if err := e.failErr.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // unknownTopicAttempts is how many consecutive attempts may fail with

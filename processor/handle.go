@@ -35,11 +35,11 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 		}
 		emit = msg.Offset >= w.emitFrom
 		if !emit {
-			c.replayed.Add(1)
+			w.tally.replayed++
 		}
 		w.nextIn = msg.Offset + 1
 		w.posIn.Store(w.nextIn)
-		w.setLag(msg.HighWaterMark)
+		w.tally.lag = w.lagAt(msg.HighWaterMark)
 		defer w.markRestored()
 		if w.skip != nil && w.skipped(msg, false) {
 			return nil // already in the key's restored state
@@ -61,7 +61,7 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	if fromLabels && r.kind != kindLabel {
 		return w.dead(ctx, msg, emit, fail(reasonBadFields, "the labels topic carries id,y and id,reward records only"))
 	}
-	c.records[r.kind].Add(1)
+	w.tally.records[r.kind]++
 	ts := msg.Time.UnixMilli()
 	if r.hasTs {
 		if err := w.checkTs(msg, r.ts); err != nil {
@@ -73,7 +73,7 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 		w.watermark = ts
 		if n := w.pend.expireTTL(w.watermark, w.cfg.LabelsTTL.Milliseconds()); n > 0 {
 			c.expired[expiryTTL].Add(int64(n))
-			c.pending.Add(-int64(n))
+			w.tally.pending -= int64(n)
 		}
 		if w.idle != nil {
 			w.expireIdle()
@@ -164,11 +164,11 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 	if w.pend.put(e) {
 		c.expired[expiryReplaced].Add(1)
 	} else {
-		c.pending.Add(1)
+		w.tally.pending++
 	}
 	if n := w.pend.expireCount(w.maxPending()); n > 0 {
 		c.expired[expiryCount].Add(int64(n))
-		c.pending.Add(-int64(n))
+		w.tally.pending -= int64(n)
 	}
 }
 
@@ -219,7 +219,7 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts i
 		}
 	}
 	if emit {
-		w.p.c.decisions.Add(1)
+		w.tally.decisions++
 		if err := w.send(ctx, msg, &out); err != nil {
 			return nil
 		}
@@ -256,7 +256,7 @@ func (w *worker) label(ctx context.Context, msg *kafka.Message, r *record, emit 
 		}
 	}
 	w.pend.remove(e)
-	c.pending.Add(-1)
+	w.tally.pending--
 	s, err := w.learner(msg.Key)
 	if err != nil {
 		return w.deadOr(ctx, msg, emit, err)
@@ -297,13 +297,14 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 	s.updates++
 	s.dirty = true
 	w.lastUpdated = s
-	c.updates.Add(1)
+	t := &w.tally
+	t.updates++
 	if decision {
-		c.rewards.Add(1)
-		addFloat(&c.rewardBits, y)
+		t.rewards++
+		t.reward += y
 	} else {
-		c.lossCount.Add(1)
-		addFloat(&c.lossBits, w.p.loss.Value(p.Value, y))
+		t.lossCount++
+		t.loss += w.p.loss.Value(p.Value, y)
 	}
 	return nil
 }

@@ -170,6 +170,16 @@ func (m *merger) nextIn(ctx context.Context, tick <-chan time.Time) (kafka.Messa
 	}
 }
 
+// ready reports whether next has a record at hand, so that the worker can
+// tell whether it may wait for one (with a labels topic: one on each side,
+// the case where the merge never waits).
+func (m *merger) ready() bool {
+	if m.lab == nil {
+		return m.in.pos < len(m.in.cur) || len(m.in.ch) > 0
+	}
+	return m.in.len() > 0 && m.lab.len() > 0
+}
+
 // next returns the next record and whether it comes from the labels topic;
 // ok is false when tick fired first.
 func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Message, lab, ok bool, err error) {

@@ -237,3 +237,53 @@ func TestMergeResetForgetsTheOldLogEnd(t *testing.T) {
 		t.Fatal("labels read to 0 of a new log whose end is 50 count as read up to it")
 	}
 }
+
+// TestMergeReady: ready is true only while next has a record at hand (the
+// worker publishes its tally when it is false, before it may wait).
+func TestMergeReady(t *testing.T) {
+	t.Parallel()
+	records := func(topic string, from, n int64) chunk {
+		var c chunk
+		for o := from; o < from+n; o++ {
+			c.msgs = append(c.msgs, kafka.Message{Topic: topic, Offset: o, Time: time.Unix(2*o, 0)})
+		}
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	next := func(m *merger) kafka.Message {
+		t.Helper()
+		msg, _, ok, err := m.next(ctx, nil)
+		if err != nil || !ok {
+			t.Fatalf("next: %v %v", ok, err)
+		}
+		return msg
+	}
+	check := func(m *merger, want bool, when string) {
+		t.Helper()
+		if got := m.ready(); got != want {
+			t.Fatalf("%s: ready %v, want %v", when, got, want)
+		}
+	}
+
+	in := make(chan chunk, 4)
+	m := &merger{in: side{ch: in}}
+	check(m, false, "nothing fetched")
+	in <- records("in", 0, 2)
+	check(m, true, "a chunk queued")
+	next(m)
+	check(m, true, "one record of the chunk left")
+	next(m)
+	check(m, false, "the chunk taken")
+
+	in, lab := make(chan chunk, 4), make(chan chunk, 4)
+	m = &merger{in: side{ch: in}, lab: &side{ch: lab, lab: true}, wait: time.Second,
+		hwm: func(context.Context, bool) (int64, error) { return 0, nil }}
+	in <- records("in", 0, 2)      // times 0 and 2
+	lab <- records("labels", 0, 1) // time 0: merged after in/0 (a tie goes to the input)
+	check(m, false, "nothing merged yet")
+	next(m)
+	check(m, true, "a record on each side")
+	next(m)
+	check(m, false, "the labels side empty")
+}

@@ -221,15 +221,18 @@ func (w *worker) applyProbe(pr probe, m *merger) {
 	w.setLag(in.last)
 }
 
-// setLag publishes high-water mark minus next offset.
+// setLag publishes high-water mark minus next offset (and the rest of the tally).
 func (w *worker) setLag(hwm int64) {
-	lag := max(hwm-w.nextIn, 0)
+	w.tally.lag = w.lagAt(hwm)
+	w.publish()
+}
+
+// lagAt is the partition's lag when its log ends at hwm.
+func (w *worker) lagAt(hwm int64) int64 {
 	if w.nextIn < 0 {
-		lag = 0
+		return 0
 	}
-	w.lagGauge.Set(float64(lag))
-	w.p.c.lag.Add(lag - w.lag)
-	w.lag = lag
+	return max(hwm-w.nextIn, 0)
 }
 
 // holdFailed waits for the end of a failed partition's assignment while

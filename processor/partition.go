@@ -40,6 +40,7 @@ type worker struct {
 	sinceCkpt         int
 	lastCkpt          time.Time
 	lag               int64           // last lag published to the counters
+	tally             tally           // per-record counts not yet published (tally.go)
 	ckptBusy          bool            // a checkpoint is in flight (at most one per partition)
 	ckptDone          chan ckptResult // its outcome, read by the worker
 	carry             *snapshot       // the changes of an abandoned checkpoint, written by the next one
@@ -111,6 +112,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		return fmt.Errorf("%w: restore partition %d: %w", errStoreFailed, w.part, err)
 	}
 	defer func() {
+		w.publish()
 		w.p.c.pending.Add(-int64(w.pend.len()))
 		w.cache.release()
 		part := strconv.Itoa(w.part)
@@ -185,6 +187,10 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 			w.sinceCkpt++
+			w.tally.n++
+		}
+		if msg == nil || w.tally.n >= publishEvery || !m.ready() {
+			w.publish()
 		}
 		select {
 		case pr := <-probes:

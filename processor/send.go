@@ -14,7 +14,7 @@ import (
 // send queues a prediction for the output topic.
 func (w *worker) send(ctx context.Context, in *kafka.Message, out *prediction) error {
 	value := w.outSlab.take(appendPrediction(w.outSlab.tail(), out))
-	w.p.c.predictions.Add(1)
+	w.tally.predictions++
 	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value, Headers: w.propagated(in.Headers)}, input: in.Time, output: true})
 }
 

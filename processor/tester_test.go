@@ -88,6 +88,7 @@ func (ts *tester) consume(recs ...testRecord) {
 			ts.t.Fatalf("handle %s/%d: %v", topic, off, err)
 		}
 		ts.w.sinceCkpt++ // as the run loop counts
+		ts.w.publish()   // as the run loop does before it may wait
 		ts.drain()
 	}
 }
