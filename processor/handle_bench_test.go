@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,18 +19,47 @@ import (
 // without and with idle-key expiry.
 func BenchmarkHandle(b *testing.B) {
 	for _, ttl := range []time.Duration{0, time.Hour} {
-		b.Run(fmt.Sprintf("key_ttl=%v", ttl), func(b *testing.B) { benchmarkHandle(b, ttl) })
+		b.Run(fmt.Sprintf("key_ttl=%v", ttl), func(b *testing.B) {
+			benchmarkHandle(b, models.Spec{Algorithm: "ptest-lms", Dim: 8, Seed: 1}, ttl, 100, testValue)
+		})
 	}
+	// make bench-e2e's model and records (17-digit features, 64 keys): the
+	// worker's share of that benchmark's CPU per record.
+	e2e := models.Spec{Algorithm: "aogd-ald", Dim: 5, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1},
+		Params: map[string]any{"max_budget": 16.0}, Seed: 1}
+	b.Run("model=bench-e2e", func(b *testing.B) { benchmarkHandle(b, e2e, 0, 64, e2eValue) })
 }
 
-func benchmarkHandle(b *testing.B, keyTTL time.Duration) {
+func testValue(i int) []byte {
+	return []byte(fmt.Sprintf(`{"id":"%d","x":[0.1,-0.2,0.3,0.4,0.5,-0.6,0.7,0.%d],"y":%d}`, i, i%10, i%3))
+}
+
+// e2eValue is a record as benche2e's feed writes it: shortest-text floats.
+func e2eValue(i int) []byte {
+	r := models.NewRand(uint64(i))
+	b := fmt.Appendf(nil, `{"id":"%d","x":[`, i)
+	y := 0.0
+	for k := 0; k < 5; k++ {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		v := r.Float64()*2 - 1
+		y += v
+		b = strconv.AppendFloat(b, v, 'g', -1, 64)
+	}
+	b = append(b, `],"y":`...)
+	b = strconv.AppendFloat(b, y, 'g', -1, 64)
+	return append(b, '}')
+}
+
+func benchmarkHandle(b *testing.B, spec models.Spec, keyTTL time.Duration, keys int, value func(int) []byte) {
 	store, err := checkpoint.Open(checkpoint.Options{InMemory: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer store.Close()
 	p, err := New(Config{Brokers: []string{"x:1"}, Group: "g", InputTopic: "in", OutputTopic: "out", DLQTopic: "dlq",
-		CheckpointDir: "unused", Model: models.Spec{Algorithm: "ptest-lms", Dim: 8, Seed: 1}, KeyTTL: keyTTL})
+		CheckpointDir: "unused", Model: spec, KeyTTL: keyTTL})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,8 +78,8 @@ func benchmarkHandle(b *testing.B, keyTTL time.Duration) {
 	start := time.Now()
 	for i := range msgs {
 		// The event time advances (1 ms a record): the watermark moves.
-		msgs[i] = kafka.Message{Topic: "in", Key: []byte(fmt.Sprintf("user-%d", i%100)), Offset: int64(i), Time: start.Add(time.Duration(i) * time.Millisecond),
-			Value: []byte(fmt.Sprintf(`{"id":"%d","x":[0.1,-0.2,0.3,0.4,0.5,-0.6,0.7,0.%d],"y":%d}`, i, i%10, i%3))}
+		msgs[i] = kafka.Message{Topic: "in", Key: []byte(fmt.Sprintf("user-%d", i%keys)), Offset: int64(i), Time: start.Add(time.Duration(i) * time.Millisecond),
+			Value: value(i)}
 	}
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -81,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("benche2e", flag.ContinueOnError)
 	var o options
 	fs.IntVar(&o.n, "n", 200000, "records for the throughput run")
-	fs.IntVar(&o.rounds, "rounds", 3, "throughput drains per pipeline, the pipelines alternating; the median is reported")
+	fs.IntVar(&o.rounds, "rounds", 5, "throughput drains per pipeline, the pipelines alternating; the median is reported")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of every topic")
 	fs.IntVar(&o.keys, "keys", 64, "routing keys")
 	fs.Float64Var(&o.rate, "rate", 5000, "records/s of the latency run")

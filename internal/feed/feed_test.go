@@ -95,3 +95,22 @@ func TestDelayedLabelsFollowTheirFeatures(t *testing.T) {
 	}
 	_ = exs
 }
+
+func TestBatchSize(t *testing.T) {
+	for _, c := range []struct {
+		o    ProduceOptions
+		want int
+	}{
+		{ProduceOptions{}, 500},
+		{ProduceOptions{Batch: 2000}, 2000},
+		{ProduceOptions{Rate: 50}, 1},
+		{ProduceOptions{Rate: 2000}, 20},
+		{ProduceOptions{Rate: 5000}, 50}, // 100 batches a second, not 10 bursts of 500
+		{ProduceOptions{Rate: 1e6}, 500},
+		{ProduceOptions{Rate: 5000, Batch: 7}, 7},
+	} {
+		if got := c.o.batchSize(); got != c.want {
+			t.Errorf("%+v: batch %d, want %d", c.o, got, c.want)
+		}
+	}
+}

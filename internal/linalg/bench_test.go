@@ -56,3 +56,35 @@ func BenchmarkTriRank1Update(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTriSolve: forward and back substitution with a well-conditioned
+// factor, the ALD residual and projection of aogd-ald and nons-ald.
+func BenchmarkTriSolve(b *testing.B) {
+	for _, n := range []int{16, 64, 256} {
+		r := rand.New(rand.NewPCG(3, uint64(n)))
+		var t Tri
+		row := make([]float64, n)
+		for i := 0; i < n; i++ {
+			for k := range row[:i] {
+				row[k] = 0.1 * (r.Float64() - 0.5)
+			}
+			t.Append(row, 1+r.Float64())
+		}
+		rhs, x := make([]float64, n), make([]float64, n)
+		for i := range rhs {
+			rhs[i] = r.Float64() - 0.5
+		}
+		b.Run(fmt.Sprintf("Lower/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				t.SolveLower(x, rhs)
+			}
+		})
+		b.Run(fmt.Sprintf("Upper/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				t.SolveUpper(x, rhs)
+			}
+		})
+	}
+}
