@@ -42,7 +42,7 @@ func (w *worker) removeKey(key string, withPending bool) {
 				n++
 			}
 		}
-		w.p.c.pending.Add(-int64(n))
+		w.tally.pending -= int64(n)
 	}
 	if w.lastUpdated != nil && w.lastUpdated.key == key {
 		w.lastUpdated = nil

@@ -215,6 +215,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	if w.failedErr != nil {
 		// Failed: nothing past the failed output may be checkpointed; the
 		// partition holds still until revoked or shut down, its lag shown.
+		w.publish()
 		w.holdFailed(ctx, probes)
 	}
 	// Revoked or shutting down: let the checkpoint in flight finish, then

@@ -12,6 +12,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kernelstream/kernelstream/internal/broker"
 )
 
 func testProducer(addr string) *producer {
@@ -279,4 +281,50 @@ func TestSlab(t *testing.T) {
 			t.Errorf("value %d was overwritten", i)
 		}
 	}
+}
+
+// A request whose context ends may still be read by kafka-go's connection
+// goroutine after RawProduce has returned: the next attempt must not be
+// encoded into the same bytes. Each round sends an "A" message with a
+// cancelled context, then encodes a "B" message into the group's encoder at
+// once, as the next attempt does; the broker must never store a "B".
+func TestProducerAbandonsBuffersOfFailedRequests(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	pr := testProducer(addr)
+	a := []kafka.Message{{Topic: tOut, Key: []byte("k"), Value: []byte(strings.Repeat("A", 64))}}
+	b := []kafka.Message{{Topic: tOut, Key: []byte("k"), Value: []byte(strings.Repeat("B", 64))}}
+	if err := pr.WriteMessages(context.Background(), a...); err != nil { // connected, groups sized
+		t.Fatal(err)
+	}
+	if err := pr.group(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	g := &pr.groups[0]
+	failed := 0
+	for i := 0; i < 200; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := pr.produce(ctx, g, a, 0, 1); err == nil {
+			continue
+		}
+		failed++
+		if _, err := g.enc.encode(b, []int{0}, pr.compression, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := broker.ReadAll(ctx, []string{addr}, tOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got {
+		if string(m.Value) != string(a[0].Value) {
+			t.Fatalf("the broker stored %.10q... at offset %d: a failed request's bytes were rewritten under it (%d of %d records, %d failed requests)",
+				m.Value, m.Offset, len(got), 201, failed)
+		}
+	}
+	t.Logf("%d failed requests, %d records stored", failed, len(got))
 }

@@ -3,6 +3,7 @@ package feed
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/kernelstream/kernelstream/internal/synth"
 )
@@ -112,5 +113,35 @@ func TestBatchSize(t *testing.T) {
 		if got := c.o.batchSize(); got != c.want {
 			t.Errorf("%+v: batch %d, want %d", c.o, got, c.want)
 		}
+	}
+}
+
+// A paced feed behind its schedule writes what is due in larger batches.
+func TestCatchUp(t *testing.T) {
+	o := ProduceOptions{Rate: 20000}
+	batch, most := o.batchSize(), o.catchUpSize()
+	if batch != 200 || most != 500 {
+		t.Fatalf("batch %d, most %d, want 200 and 500", batch, most)
+	}
+	for _, c := range []struct {
+		written int
+		elapsed time.Duration
+		want    int
+	}{
+		{0, 0, 200},                         // on schedule
+		{2000, 50 * time.Millisecond, 200},  // ahead of schedule
+		{2000, 110 * time.Millisecond, 200}, // 200 due
+		{2000, 130 * time.Millisecond, 500}, // 600 due: capped
+		{2000, 120 * time.Millisecond, 400}, // 400 due
+	} {
+		if got := o.nextBatch(batch, most, c.written, c.elapsed); got != c.want {
+			t.Errorf("written %d after %v: batch %d, want %d", c.written, c.elapsed, got, c.want)
+		}
+	}
+	if got := (ProduceOptions{Batch: 7, Rate: 20000}).catchUpSize(); got != 7 {
+		t.Errorf("an explicit batch grows to %d", got)
+	}
+	if got := (ProduceOptions{Rate: 1e6}).catchUpSize(); got != 500 {
+		t.Errorf("catch-up size %d at 1e6/s, want 500", got)
 	}
 }

@@ -73,15 +73,34 @@ func (o ProduceOptions) batchSize() int {
 	return 500
 }
 
+// catchUpSize is the largest batch: a paced feed behind its schedule (a slow
+// broker) writes what is due in batches of up to four times its size, at
+// most 500, so that the round trips do not cap its rate.
+func (o ProduceOptions) catchUpSize() int {
+	batch := o.batchSize()
+	if o.Batch > 0 || o.Rate <= 0 {
+		return batch
+	}
+	return max(batch, min(500, 4*batch))
+}
+
+// nextBatch is the size of the next batch of a paced feed that has written
+// written records in elapsed: its batch size, or what is due, up to most.
+func (o ProduceOptions) nextBatch(batch, most, written int, elapsed time.Duration) int {
+	due := int(elapsed.Seconds()*o.Rate) - written
+	return min(most, max(batch, due))
+}
+
 // Produce writes every record of f to t and returns how many it wrote.
 // Records of one key keep their order (one synchronous batch at a time).
 func Produce(ctx context.Context, f *Feed, t Target, o ProduceOptions) (int, error) {
-	batch := o.batchSize()
-	input := sizedWriter(t, t.Topic, batch)
+	batch, most := o.batchSize(), o.catchUpSize()
+	limit := batch
+	input := sizedWriter(t, t.Topic, most)
 	defer input.Close()
 	labels := input
 	if t.LabelsTopic != "" && t.LabelsTopic != t.Topic {
-		labels = sizedWriter(t, t.LabelsTopic, batch)
+		labels = sizedWriter(t, t.LabelsTopic, most)
 		defer labels.Close()
 	}
 	var (
@@ -118,6 +137,7 @@ func Produce(ctx context.Context, f *Feed, t Target, o ProduceOptions) (int, err
 				case <-ctx.Done():
 				}
 			}
+			limit = o.nextBatch(batch, most, written, time.Since(start))
 		}
 	}
 	for f.Next(&rec) {
@@ -130,7 +150,7 @@ func Produce(ctx context.Context, f *Feed, t Target, o ProduceOptions) (int, err
 		} else {
 			inMsgs = append(inMsgs, m)
 		}
-		if len(inMsgs)+len(lblMsgs) >= batch {
+		if len(inMsgs)+len(lblMsgs) >= limit {
 			// A label must not overtake its features: both writers are
 			// flushed together, input first.
 			if flush(); flushErr != nil {
