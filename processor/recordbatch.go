@@ -14,7 +14,7 @@ import (
 // messages. The producer sends them with kafka.Client.RawProduce: kafka-go's
 // own encoder reads every key and value through a reader interface and writes
 // it field by field through reflection-built functions into paged buffers,
-// about a tenth of a record's CPU in the engine's drain profile
+// 7 to 8 % of a record's CPU in the engine's drain profile
 // (docs/scale.md); here a record is a few appends to a reused buffer.
 //
 // Format v2 needs Kafka 0.11 or later, as every other request the engine
