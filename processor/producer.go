@@ -56,7 +56,6 @@ type produceGroup struct {
 	partition int
 	idx       []int // indexes into the batch, in order
 	enc       batchEncoder
-	raw       *bytes.Reader // the encoded batch, as RawProduce reads it
 }
 
 // maxRequestBytes bounds the keys and values of one Produce request (before
@@ -225,17 +224,13 @@ func (pr *producer) produce(ctx context.Context, g *produceGroup, msgs []kafka.M
 	if err != nil {
 		return fmt.Errorf("encode a record batch: %w", err)
 	}
-	if g.raw == nil {
-		g.raw = new(bytes.Reader)
-	}
-	g.raw.Reset(batch)
 	res, err := pr.client.RawProduce(ctx, &kafka.RawProduceRequest{Topic: g.topic, Partition: g.partition,
-		RequiredAcks: pr.acks, RawRecords: protocol.RawRecordSet{Reader: g.raw}})
+		RequiredAcks: pr.acks, RawRecords: protocol.RawRecordSet{Reader: bytes.NewReader(batch)}})
 	if err != nil {
 		// RawProduce returns when ctx ends even if kafka-go's connection
 		// goroutine has the request and is still copying it: the next
 		// attempt must not rewrite the bytes under it.
-		g.enc, g.raw = batchEncoder{}, nil
+		g.enc = batchEncoder{}
 		return err
 	}
 	if res == nil {

@@ -47,8 +47,8 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// encode returns the record set (its size, then one batch) holding msgs[idx[0]], msgs[idx[1]], ... in
-// that order, compressed with c (0: none). A message without a time gets now,
+// encode returns the record set (its size, then one batch) holding
+// msgs[idx[0]], msgs[idx[1]], ... in that order, compressed with c (0: none). A message without a time gets now,
 // as kafka-go's encoder gives it. The returned slice is the encoder's buffer,
 // valid until the next call.
 func (e *batchEncoder) encode(msgs []kafka.Message, idx []int, c kafka.Compression, now time.Time) ([]byte, error) {
@@ -85,10 +85,11 @@ func (e *batchEncoder) encode(msgs []kafka.Message, idx []int, c kafka.Compressi
 		e.records = r
 		e.batch = b
 		w := codec.NewWriter(e)
-		if _, err := w.Write(r); err != nil {
-			return nil, err
+		_, err := w.Write(r)
+		if cerr := w.Close(); err == nil { // Close returns a pooled codec writer too
+			err = cerr
 		}
-		if err := w.Close(); err != nil {
+		if err != nil {
 			return nil, err
 		}
 		b = e.batch

@@ -81,7 +81,8 @@ func (o ProduceOptions) catchUpSize() int {
 	if o.Batch > 0 || o.Rate <= 0 {
 		return batch
 	}
-	return max(batch, min(500, 4*batch))
+	return min(500, 4*batch) // batchSize is at most 500 here
+
 }
 
 // nextBatch is the size of the next batch of a paced feed that has written
