@@ -55,7 +55,7 @@ func TestLastSeq(t *testing.T) {
 			}
 		}
 		t.Run(c.name, func(t *testing.T) {
-			seq, found, err := Source{Brokers: b.Addrs(), Topic: topic}.LastSeq(ctx, 0)
+			seq, found, err := source(t, b, topic).LastSeq(ctx, 0)
 			if err != nil || seq != c.seq || found != c.found {
 				t.Errorf("LastSeq = %d, %v, %v; want %d, %v", seq, found, err, c.seq, c.found)
 			}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // State is what a changelog partition holds: the newest bundle of every key
@@ -20,106 +18,83 @@ type State struct {
 	Next    int64   // offset of the next record to read
 }
 
-// Source is where the changelog lives: the processor's dialer (TLS, SASL)
-// and bootstrap brokers.
+// Source is where the changelog lives: the cluster (reads are
+// read_committed unless the processor says otherwise) and the topic.
 type Source struct {
-	Dialer  *kafka.Dialer // nil = plain TCP
-	Brokers []string
+	Cluster kafkaio.Cluster
 	Topic   string
 }
 
-// conn dials the leader of partition, trying each broker in turn.
-func (s Source) conn(ctx context.Context, partition int) (*kafka.Conn, error) {
-	d := s.Dialer
-	if d == nil {
-		d = &kafka.Dialer{Timeout: 10 * time.Second}
-	}
-	var errs []error
-	for _, b := range s.Brokers {
-		c, err := d.DialLeader(ctx, "tcp", b, s.Topic, partition)
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("changelog %s/%d: dial leader: %w", s.Topic, partition, errors.Join(errs...))
-}
+// maxRestarts bounds how often one scan reads again from its position
+// after the client stopped reading the partition (a non-retriable fetch
+// error); retriable ones are retried inside the client.
+const maxRestarts = 5
 
-// Fetch sizes: 1 MiB, Kafka's default per-partition fetch, reads a
-// partition fastest (larger fetches made the embedded broker's restore of
-// 100,000 keys 4-5 times slower). A broker returns a record larger than the
-// fetch anyway (KIP-74); for one that returns nothing instead, the size
-// doubles up to maxFetchBytes.
-const (
-	fetchBytes    = 1 << 20
-	maxFetchBytes = 256 << 20
-)
-
-// scan calls fn for every record of partition from offset from up to the
-// high-water mark it had when scan started.
-// maxRedials bounds the consecutive reconnections of one scan.
-const maxRedials = 5
-
-func (s Source) scan(ctx context.Context, partition int, from func(first, last int64) int64, fn func(m kafka.Message) error) error {
-	c, err := s.conn(ctx, partition)
-	if err != nil {
-		return err
-	}
-	defer func() { c.Close() }()
-	first, last, err := c.ReadOffsets()
+// scan calls fn for every record of partition from the offset from picks
+// (given the partition's range) up to the end the partition had when scan
+// started. The position counts transaction markers and records the
+// cleaner removed from a batch's tail (the reader steps over them), so a
+// partition whose last offsets hold no record still reads to its end.
+func (s Source) scan(ctx context.Context, partition int, from func(r kafkaio.Range) int64, fn func(m *kafkaio.Record) error) error {
+	p := int32(partition)
+	rg, err := s.Cluster.Offsets(ctx, s.Topic, p)
 	if err != nil {
 		return fmt.Errorf("changelog %s/%d: offsets: %w", s.Topic, partition, err)
 	}
-	off := from(first, last)
-	size := fetchBytes
-	redials := 0
-	for off < last {
-		if err := ctx.Err(); err != nil {
+	pos := from(rg)
+	if pos >= rg.End {
+		return nil
+	}
+	r := s.Cluster.Read(s.Topic, p, pos)
+	defer r.Close()
+	gen, restarts := uint64(0), 0
+	for pos < rg.End {
+		ch, err := next(ctx, r)
+		if err != nil {
 			return err
 		}
-		if _, err := c.Seek(off, kafka.SeekAbsolute); err != nil {
-			return fmt.Errorf("changelog %s/%d: seek %d: %w", s.Topic, partition, off, err)
+		if ch.Gen != gen {
+			r.Recycle(ch)
+			continue
 		}
-		c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a closed conn fails the read below
-		b := c.ReadBatch(1, size)
-		n := 0
-		for {
-			m, err := b.ReadMessage()
-			if err != nil {
-				break
+		if ch.Err != nil {
+			var loss *kafkaio.DataLoss
+			if errors.As(ch.Err, &loss) || errors.Is(ch.Err, kafkaio.ErrOutOfRange) || restarts == maxRestarts {
+				return fmt.Errorf("changelog %s/%d: read at %d: %w", s.Topic, partition, pos, ch.Err)
 			}
-			n++
-			off = m.Offset + 1
-			if m.Offset >= last {
+			restarts++
+			gen = r.SetOffset(pos)
+			continue
+		}
+		for i := range ch.Records {
+			m := &ch.Records[i]
+			if m.Offset >= rg.End {
 				break
 			}
 			if err := fn(m); err != nil {
-				b.Close()
+				r.Recycle(ch)
 				return err
 			}
+			pos = m.Offset + 1
 		}
-		err := b.Close()
-		switch {
-		case n > 0:
-			size, redials = fetchBytes, 0
-		case err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && redials < maxRedials:
-			// The connection failed (a read deadline passed while the
-			// restore was busy, the broker closed it): kafka-go does not
-			// reuse a failed Conn, so dial again and go on from off.
-			redials++
-			c.Close()
-			if c, err = s.conn(ctx, partition); err != nil {
-				return err
-			}
-		case size < maxFetchBytes:
-			size *= 2 // a record larger than the fetch: ask for more
-		case err != nil:
-			return fmt.Errorf("changelog %s/%d: read at %d: %w", s.Topic, partition, off, err)
-		default:
-			return fmt.Errorf("changelog %s/%d: read at %d: no record within %d bytes", s.Topic, partition, off, size)
-		}
+		pos = max(pos, min(ch.Next, rg.End))
+		r.Recycle(ch)
 	}
 	return nil
+}
+
+// next waits for r's next chunk until ctx ends.
+func next(ctx context.Context, r kafkaio.Reader) (kafkaio.Chunk, error) {
+	for {
+		if ch, ok := r.Next(); ok {
+			return ch, nil
+		}
+		select {
+		case <-r.Ready():
+		case <-ctx.Done():
+			return kafkaio.Chunk{}, ctx.Err()
+		}
+	}
 }
 
 // Read reads partition to its end: the state a restore starts from.
@@ -138,17 +113,23 @@ func NewState() *State { return &State{Bundles: map[string]*Bundle{}} }
 // when st.Next is below it) to the partition's end: a state kept by a
 // standby (Follow) catches up with what it has not read yet.
 func (s Source) ReadFrom(ctx context.Context, partition int, st *State) error {
-	return s.scan(ctx, partition, func(first, _ int64) int64 { return max(first, st.Next) }, func(m kafka.Message) error {
-		return st.Apply(s.Topic, m)
-	})
+	var end int64
+	err := s.scan(ctx, partition, func(r kafkaio.Range) int64 {
+		end = r.End
+		return max(r.Start, st.Next)
+	}, st.Apply)
+	if err == nil && st.Next < end {
+		st.Next = end // the end was markers or a cleaned tail
+	}
+	return err
 }
 
 // Apply adds one record of the partition, in offset order: the newest
 // bundle of each key, the last marker; a tombstone removes its key.
-func (st *State) Apply(topic string, m kafka.Message) error {
+func (st *State) Apply(m *kafkaio.Record) error {
 	d, err := Decode(m.Key, m.Value)
 	if err != nil {
-		return fmt.Errorf("changelog %s/%d offset %d: %w", topic, m.Partition, m.Offset, err)
+		return fmt.Errorf("changelog %s/%d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
 	}
 	st.Records++
 	st.Bytes += int64(len(m.Value))
@@ -166,32 +147,34 @@ func (st *State) Apply(topic string, m kafka.Message) error {
 
 // Follow calls fn with the records of partition from offset from on, as
 // they are written, until ctx ends (its error is then returned) or fn
-// fails. lag, if not nil, is called after each record with the records
-// still to read. The records are fetched by a kafka-go Reader (no consumer
-// group); a State follows the partition with fn = its Apply.
-func (s Source) Follow(ctx context.Context, partition int, from int64, fn func(m kafka.Message) error, lag func(int64)) error {
-	cfg := kafka.ReaderConfig{Brokers: s.Brokers, Topic: s.Topic, Partition: partition, Dialer: s.Dialer,
-		MinBytes: 1, MaxBytes: fetchBytes, MaxWait: 500 * time.Millisecond, StartOffset: kafka.FirstOffset}
-	r := kafka.NewReader(cfg)
-	defer r.Close()
-	if from > 0 {
-		if err := r.SetOffset(from); err != nil {
-			return fmt.Errorf("changelog %s/%d: follow from %d: %w", s.Topic, partition, from, err)
-		}
+// fails. lag, if not nil, is called after each chunk with the records
+// still to read; at, if not nil, with the position reached past markers.
+// A state follows the partition with fn = its Apply.
+func (s Source) Follow(ctx context.Context, partition int, from int64, fn func(m *kafkaio.Record) error, lag func(int64)) error {
+	if from <= 0 {
+		from = kafkaio.Start
 	}
+	r := s.Cluster.Read(s.Topic, int32(partition), from)
+	defer r.Close()
 	for {
-		m, err := r.ReadMessage(ctx)
+		ch, err := next(ctx, r)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("changelog %s/%d: follow: %w", s.Topic, partition, err)
-		}
-		if err := fn(m); err != nil {
 			return err
 		}
+		if ch.Err != nil {
+			return fmt.Errorf("changelog %s/%d: follow: %w", s.Topic, partition, ch.Err)
+		}
+		pos := ch.Next
+		for i := range ch.Records {
+			if err := fn(&ch.Records[i]); err != nil {
+				r.Recycle(ch)
+				return err
+			}
+			pos = max(pos, ch.Records[i].Offset+1)
+		}
+		r.Recycle(ch)
 		if lag != nil {
-			lag(max(m.HighWaterMark-m.Offset-1, 0))
+			lag(max(ch.StableOffset-pos, 0))
 		}
 	}
 }
@@ -214,10 +197,10 @@ func (s Source) LastSeq(ctx context.Context, partition int) (seq uint64, found b
 	for w := int64(firstWindow); ; w *= 4 {
 		w = min(w, tailWindow)
 		whole := false
-		err = s.scan(ctx, partition, func(first, last int64) int64 {
-			whole = last-w <= first
-			return max(first, last-w)
-		}, func(m kafka.Message) error {
+		err = s.scan(ctx, partition, func(r kafkaio.Range) int64 {
+			whole = r.End-w <= r.Start
+			return max(r.Start, r.End-w)
+		}, func(m *kafkaio.Record) error {
 			if len(m.Key) == 1 && m.Key[0] == kindMarker {
 				d, err := Decode(m.Key, m.Value)
 				if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // testBroker starts an in-process broker for one test (closed with it) and
@@ -24,6 +25,17 @@ func testBroker(t *testing.T) (context.Context, *broker.Broker, *kafka.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx, b, &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second}
+}
+
+// source reads topic of b through the record path's client.
+func source(t *testing.T, b *broker.Broker, topic string) Source {
+	t.Helper()
+	kc, err := kafkaio.New(kafkaio.Options{Brokers: b.Addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	return Source{Cluster: kc, Topic: topic}
 }
 
 func TestEnsureTopic(t *testing.T) {
@@ -86,7 +98,7 @@ func TestReadLargeRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := Source{Brokers: b.Addrs(), Topic: "big"}.Read(ctx, 0)
+	st, err := source(t, b, "big").Read(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

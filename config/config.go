@@ -44,6 +44,7 @@ type Kafka struct {
 	LabelsTopic    string   `yaml:"labels_topic" doc:"optional topic of delayed labels, co-partitioned with input_topic; empty = labels come on input_topic"`
 	StartOffset    string   `yaml:"start_offset" doc:"where a partition with no checkpoint and no committed offset starts: earliest or latest"`
 	OffsetReset    string   `yaml:"offset_reset" doc:"when the offset to resume from is out of the log's range (topic recreated, retention passed it): earliest (read the log from its start), latest (skip to its end) or fail (the partition stops, not ready); always logged and counted"`
+	IsolationLevel string   `yaml:"isolation_level" doc:"what the input, labels and changelog reads see of transactional writes: read_committed (records of aborted transactions never reach a learner; transaction markers skipped) or read_uncommitted"`
 	WrongPartition string   `yaml:"wrong_partition" doc:"records whose key belongs to another partition under murmur2 (a producer with another partitioner): count (log and count, process anyway) or dead_letter (reason wrong_partition)"`
 	// Group membership and retries.
 	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move (the broker must allow it: Kafka accepts 6s to 30m by default, else the consumer exits 3)"`
@@ -156,6 +157,7 @@ func Default() Config {
 			DLQTopic:       "dead-letters",
 			StartOffset:    processor.DefaultStartOffset,
 			OffsetReset:    processor.DefaultOffsetReset,
+			IsolationLevel: processor.DefaultIsolationLevel,
 			WrongPartition: processor.DefaultWrongPartition,
 
 			SessionTimeout:    processor.DefaultSessionTimeout,

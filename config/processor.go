@@ -29,12 +29,12 @@ func MemberIdentity() string {
 }
 
 // ProcessorConfig maps the configuration onto processor.Config, with the
-// kafka-go Dialer and Transport carrying TLS and SASL, and the sticky
+// TLS configuration and SASL account read from their files, and the sticky
 // balancer (identity kafka.instance_id, else MemberIdentity())
 // offered before range so that partitions stay where their state is. Call
 // Validate first.
 func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registerer) (processor.Config, error) {
-	dialer, transport, err := c.Kafka.Clients()
+	tc, sasl, err := c.Kafka.Security()
 	if err != nil {
 		return processor.Config{}, err
 	}
@@ -75,8 +75,10 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		HeartbeatInterval:     c.Kafka.HeartbeatInterval,
 		RebalanceTimeout:      c.Kafka.RebalanceTimeout,
 		RetryBackoffMax:       c.Kafka.RetryBackoffMax,
-		Dialer:                dialer,
-		Transport:             transport,
+		ClientID:              c.Kafka.ClientID,
+		TLS:                   tc,
+		SASL:                  sasl,
+		IsolationLevel:        c.Kafka.IsolationLevel,
 		GroupBalancers:        []kafka.GroupBalancer{processor.NewStickyBalancer(identity), kafka.RangeGroupBalancer{}},
 		Logger:                logger,
 		Registerer:            reg,

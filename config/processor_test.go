@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/processor"
 )
@@ -71,12 +70,11 @@ func TestProcessorConfigMapsEveryKey(t *testing.T) {
 			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
 		}
 	}
-	if p.Dialer == nil || p.Dialer.TLS == nil || p.Dialer.TLS.ServerName != "kafka.internal" || p.Dialer.SASLMechanism == nil ||
-		p.Dialer.SASLMechanism.Name() != "SCRAM-SHA-256" || p.Dialer.ClientID != c.Kafka.ClientID {
-		t.Errorf("Dialer = %+v", p.Dialer)
+	if p.TLS == nil || p.TLS.ServerName != "kafka.internal" || p.ClientID != c.Kafka.ClientID || p.IsolationLevel != c.Kafka.IsolationLevel {
+		t.Errorf("TLS = %+v, ClientID %q, IsolationLevel %q", p.TLS, p.ClientID, p.IsolationLevel)
 	}
-	if tr, ok := p.Transport.(*kafka.Transport); !ok || tr.TLS == nil || tr.TLS.ServerName != "kafka.internal" || tr.SASL == nil || tr.SASL.Name() != "SCRAM-SHA-256" {
-		t.Errorf("Transport = %#v", p.Transport)
+	if p.SASL == nil || p.SASL.Mechanism != "scram-sha-256" || p.SASL.Username != c.Kafka.SASL.Username || p.SASL.Password != c.Kafka.SASL.Password.Reveal() {
+		t.Errorf("SASL = %+v", p.SASL)
 	}
 	if len(p.GroupBalancers) == 0 {
 		t.Fatal("no balancers")

@@ -7,9 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/kernelstream/kernelstream/processor"
 )
 
 // TLSConfig builds the TLS configuration towards the brokers from kafka.tls,
@@ -46,13 +44,16 @@ func (k Kafka) TLSConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// SASLMechanism builds the kafka-go SASL mechanism from kafka.sasl; nil when
-// no mechanism is configured. The password comes from kafka.sasl.password
-// (typically KERNELSTREAM_KAFKA_SASL_PASSWORD) or kafka.sasl.password_file.
-func (k Kafka) SASLMechanism() (sasl.Mechanism, error) {
+// SASLAccount reads the SASL account of kafka.sasl; nil when no mechanism
+// is configured. The password comes from kafka.sasl.password (typically
+// KERNELSTREAM_KAFKA_SASL_PASSWORD) or kafka.sasl.password_file.
+func (k Kafka) SASLAccount() (*processor.SASL, error) {
 	s := k.SASL
 	if s.Mechanism == "" {
 		return nil, nil
+	}
+	if err := processor.CheckChoice(s.Mechanism, processor.SASLMechanisms); err != nil {
+		return nil, fmt.Errorf("kafka.sasl.mechanism: %w", err)
 	}
 	password := s.Password.Reveal()
 	if s.PasswordFile != "" {
@@ -65,21 +66,20 @@ func (k Kafka) SASLMechanism() (sasl.Mechanism, error) {
 			return nil, fmt.Errorf("kafka.sasl.password_file: %s is empty", s.PasswordFile)
 		}
 	}
-	switch s.Mechanism {
-	case "plain":
-		return plain.Mechanism{Username: s.Username, Password: password}, nil
-	case "scram-sha-256":
-		m, err := scram.Mechanism(scram.SHA256, s.Username, password)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.sasl: %w", err)
-		}
-		return m, nil
-	case "scram-sha-512":
-		m, err := scram.Mechanism(scram.SHA512, s.Username, password)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.sasl: %w", err)
-		}
-		return m, nil
+	return &processor.SASL{Mechanism: s.Mechanism, Username: s.Username, Password: password}, nil
+}
+
+// Security reads what every connection to the brokers needs: the TLS
+// configuration of kafka.tls (nil when disabled) and the SASL account of
+// kafka.sasl (nil when none). Errors name the key at fault.
+func (k Kafka) Security() (*tls.Config, *processor.SASL, error) {
+	tc, err := k.TLSConfig()
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, fmt.Errorf("kafka.sasl.mechanism: %q: want plain, scram-sha-256 or scram-sha-512", s.Mechanism)
+	sasl, err := k.SASLAccount()
+	if err != nil {
+		return nil, nil, err
+	}
+	return tc, sasl, nil
 }

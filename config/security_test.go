@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/rs/zerolog"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/processor"
 )
 
 // testPKI is a CA with a server certificate for 127.0.0.1 and a client
@@ -83,6 +85,11 @@ func newTestPKI(t *testing.T) *testPKI {
 // TestTLSAndSASLAgainstBroker connects through the Dialer and Transport that
 // Clients builds to an embedded broker demanding mutual TLS and SASL, for
 // each SASL mechanism, and checks that a wrong password is refused.
+// TestTLSAndSASLAgainstBroker: with kafka.tls (mutual TLS) and each SASL
+// mechanism, the service's configuration gives a processor whose two
+// clients (the group's and the record path's) both connect: a labelled
+// record is predicted. A wrong password and a missing client certificate
+// are refused.
 func TestTLSAndSASLAgainstBroker(t *testing.T) {
 	pki := newTestPKI(t)
 	const user, pass = "svc", "correct horse"
@@ -97,69 +104,108 @@ func TestTLSAndSASLAgainstBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(b.Close) // after the parallel subtests, which run once this function returns
 	pwFile := filepath.Join(pki.dir, "password")
 	if err := os.WriteFile(pwFile, []byte(pass+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	plainCtx, plainCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer plainCancel()
+	if err := b.CreateTopics(plainCtx, 1, "plain-client"); err == nil {
+		t.Fatal("a client without TLS created a topic on the TLS broker")
+	}
 	for _, mech := range []string{"plain", "scram-sha-256", "scram-sha-512"} {
-		k := Default().Kafka
-		k.Brokers = b.Addrs()
-		k.TLS = TLS{Enabled: true, CAFile: pki.caFile, CertFile: pki.certFile, KeyFile: pki.keyFile}
-		k.SASL = SASL{Mechanism: mech, Username: user, PasswordFile: pwFile}
-		dialer, transport, err := k.Clients()
-		if err != nil {
-			t.Fatalf("%s: %v", mech, err)
-		}
-		conn, err := dialer.DialContext(ctx, "tcp", b.Addrs()[0])
-		if err != nil {
-			t.Fatalf("%s: dial: %v", mech, err)
-		}
-		_, err = conn.ReadPartitions()
-		conn.Close()
-		if err != nil {
-			t.Fatalf("%s: metadata: %v", mech, err)
-		}
-		// RequireAll, so that the produce is answered over the authenticated
-		// connection rather than sent and forgotten.
-		w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "secure-" + mech, Transport: transport, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
-		admin := &kafka.Client{Addr: w.Addr, Transport: transport}
-		if _, err := admin.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: w.Topic, NumPartitions: 1, ReplicationFactor: 1}}}); err != nil {
-			t.Fatalf("%s: create topic: %v", mech, err)
-		}
-		if err := b.CreateTopics(ctx, 1, "plain-client"); err == nil {
-			t.Fatal("a client without TLS created a topic on the TLS broker")
-		}
-		err = w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-		w.Close()
-		if err != nil {
-			t.Fatalf("%s: produce: %v", mech, err)
-		}
+		t.Run(mech, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c := Default()
+			c.Kafka.Brokers = b.Addrs()
+			c.Kafka.Group, c.Kafka.InputTopic, c.Kafka.OutputTopic, c.Kafka.DLQTopic = "g-"+mech, "in-"+mech, "out-"+mech, "dlq-"+mech
+			for _, topic := range []string{c.Kafka.InputTopic, c.Kafka.OutputTopic, c.Kafka.DLQTopic} {
+				if err := b.Cluster().CreateTopic(topic, 1, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Kafka.TLS = TLS{Enabled: true, CAFile: pki.caFile, CertFile: pki.certFile, KeyFile: pki.keyFile}
+			c.Kafka.SASL = SASL{Mechanism: mech, Username: user, PasswordFile: pwFile}
+			c.Kafka.SessionTimeout, c.Kafka.HeartbeatInterval = 6*time.Second, 200*time.Millisecond
+			c.Model.Algorithm, c.Model.Dim = "kogd", 2
+			c.Checkpoint.Dir = t.TempDir()
+			pcfg, err := c.ProcessorConfig(zerolog.Nop(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := processor.New(pcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, stop := context.WithCancel(ctx)
+			ran := make(chan error, 1)
+			go func() { ran <- p.Run(runCtx) }()
+			defer func() {
+				stop()
+				if err := <-ran; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
 
-		k.SASL = SASL{Mechanism: mech, Username: user, Password: "wrong"}
-		dialer, _, err = k.Clients()
+			kc, err := kafkaio.New(kafkaio.Options{Brokers: b.Addrs(), TLS: pcfg.TLS,
+				SASL: &kafkaio.SASL{Mechanism: mech, Username: user, Password: pass}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kc.Close()
+			rec := kafkaio.Record{Topic: c.Kafka.InputTopic, Partition: 0, Key: []byte("u"), Value: []byte(`{"id":"1","x":[1,2],"y":1}`)}
+			acked := make(chan error, 1)
+			kc.Produce(ctx, &rec, func(_ *kafkaio.Record, err error) { acked <- err })
+			if err := <-acked; err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			out := kc.Read(c.Kafka.OutputTopic, 0, kafkaio.Start)
+			defer out.Close()
+			for got := false; !got; {
+				select {
+				case <-out.Ready():
+					ch, ok := out.Next()
+					got = ok && len(ch.Records) > 0
+				case <-ctx.Done():
+					t.Fatal("no prediction within 30 s")
+				}
+			}
+
+			wrong, err := kafkaio.New(kafkaio.Options{Brokers: b.Addrs(), TLS: pcfg.TLS,
+				SASL: &kafkaio.SASL{Mechanism: mech, Username: user, Password: "wrong"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wrong.Close()
+			qctx, qcancel := context.WithTimeout(ctx, 3*time.Second)
+			defer qcancel()
+			if _, err := wrong.Offsets(qctx, c.Kafka.InputTopic, 0); err == nil {
+				t.Error("wrong password accepted")
+			}
+		})
+	}
+	t.Run("no client certificate", func(t *testing.T) {
+		t.Parallel()
+		k := Default().Kafka
+		k.TLS = TLS{Enabled: true, CAFile: pki.caFile}
+		tc, _, err := k.Security()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if conn, err := dialer.DialContext(ctx, "tcp", b.Addrs()[0]); err == nil {
-			conn.Close()
-			t.Errorf("%s: wrong password accepted", mech)
+		kc, err := kafkaio.New(kafkaio.Options{Brokers: b.Addrs(), TLS: tc, SASL: &kafkaio.SASL{Mechanism: "plain", Username: user, Password: pass}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// Without the client certificate the broker refuses the handshake.
-	k := Default().Kafka
-	k.TLS = TLS{Enabled: true, CAFile: pki.caFile}
-	k.SASL = SASL{Mechanism: "plain", Username: user, Password: pass}
-	dialer, _, _ := k.Clients()
-	if conn, err := dialer.DialContext(ctx, "tcp", b.Addrs()[0]); err == nil {
-		_, err = conn.ReadPartitions()
-		conn.Close()
-		if err == nil {
+		defer kc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if _, err := kc.Offsets(ctx, "plain-client", 0); err == nil {
 			t.Error("connection without a client certificate accepted")
 		}
-	}
+	})
 }
 
 func TestSecurityFileErrorsNameTheKey(t *testing.T) {
@@ -177,7 +223,7 @@ func TestSecurityFileErrorsNameTheKey(t *testing.T) {
 		{Kafka{SASL: SASL{Mechanism: "plain", Username: "u", PasswordFile: missing}}, "kafka.sasl.password_file"},
 	}
 	for _, tc := range cases {
-		if _, _, err := tc.k.Clients(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+		if _, _, err := tc.k.Security(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("err = %v, want prefix %q", err, tc.want)
 		}
 	}

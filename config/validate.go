@@ -58,6 +58,7 @@ func (c *Config) Validate() error {
 		key, v  string
 		choices []string
 	}{{"kafka.start_offset", k.StartOffset, processor.StartOffsets}, {"kafka.offset_reset", k.OffsetReset, processor.OffsetResets},
+		{"kafka.isolation_level", k.IsolationLevel, processor.IsolationLevels},
 		{"kafka.wrong_partition", k.WrongPartition, processor.WrongPartitions}, {"output.compression", c.Output.Compression, processor.Compressions}} {
 		if err := processor.CheckChoice(e.v, e.choices); err != nil {
 			bad(e.key, "%v", err)

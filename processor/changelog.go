@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/changelog"
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // ChangelogConfig puts learner state in Kafka as well as in Badger (package
@@ -49,21 +51,14 @@ var TestHookAfterChangelog func(partition int)
 // partition resumes from: its records below these offsets are in its state.
 type changelogSkip struct{ in, lab int64 }
 
-// partitionBalancer writes each changelog record to the partition its
-// Message names: changelog partition p holds input partition p's state.
-var partitionBalancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return m.Partition })
-
 func (p *Processor) changelogSource() changelog.Source {
-	return changelog.Source{Dialer: p.cfg.Dialer, Brokers: p.cfg.Brokers, Topic: p.cfg.Changelog.Topic}
+	return changelog.Source{Cluster: p.kio, Topic: p.cfg.Changelog.Topic}
 }
 
 // ensureChangelog creates or checks the changelog topic before the group is
 // joined: the input's partition count is read from the brokers.
 func (p *Processor) ensureChangelog(ctx context.Context) error {
-	cl := &kafka.Client{Addr: kafka.TCP(p.cfg.Brokers...), Transport: p.cfg.Transport, Timeout: 10 * time.Second}
-	if cl.Transport == nil {
-		cl.Transport = &kafka.Transport{}
-	}
+	cl := p.client()
 	c := p.cfg.Changelog
 	tc := changelog.TopicConfig{ReplicationFactor: c.ReplicationFactor, MinInsyncReplicas: c.MinInsyncReplicas, MaxMessageBytes: c.MaxMessageBytes}
 	if p.inParts > 0 { // known from the start-up checks
@@ -289,7 +284,7 @@ func routingOf(pendingKey []byte) []byte {
 // A snapshot of a stream with many keys holds a bundle per record, so the
 // keys are sorted once in a slice (no map per key) and the records' keys and
 // values are cut from one buffer (BenchmarkSnapshotChangelog).
-func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
+func (w *worker) snapshotChangelog(snap *snapshot) ([]kafkaio.Record, error) {
 	cp := &snap.cp
 	touched := make([]touchedKey, 0, len(cp.Learners)+len(cp.Pending)+len(cp.Idle))
 	for i, o := range cp.Learners {
@@ -351,10 +346,10 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafka.Message, error) {
 	// The empty bundles of keys erased by an earlier, completed checkpoint
 	// become tombstones now, so that compaction removes the key itself;
 	// a key written again since keeps its new bundle.
-	var tomb []kafka.Message
+	var tomb []kafkaio.Record
 	for _, k := range w.tombstones {
 		if find([]byte(k)) == nil {
-			tomb = append(tomb, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part, Key: changelog.BundleKey([]byte(k))})
+			tomb = append(tomb, kafkaio.Record{Topic: w.cfg.Changelog.Topic, Partition: int32(w.part), Key: changelog.BundleKey([]byte(k))})
 			snap.tombstoned = append(snap.tombstoned, k)
 		}
 	}
@@ -381,7 +376,7 @@ type keyBundle struct {
 // changelogMessages encodes bundles (sorted by key; pending entries are
 // put in key order here: the same state gives the same bytes) and the
 // marker, last. The records' keys and values share one buffer.
-func (w *worker) changelogMessages(bundles []keyBundle, m *changelog.Marker) []kafka.Message {
+func (w *worker) changelogMessages(bundles []keyBundle, m *changelog.Marker) []kafkaio.Record {
 	size := 0
 	for i := range bundles {
 		kb := &bundles[i]
@@ -392,7 +387,7 @@ func (w *worker) changelogMessages(bundles []keyBundle, m *changelog.Marker) []k
 	}
 	buf := make([]byte, 0, size)
 	cut := func(start int) []byte { return buf[start:len(buf):len(buf)] }
-	msgs := make([]kafka.Message, 0, len(bundles)+1)
+	msgs := make([]kafkaio.Record, 0, len(bundles)+1)
 	for i := range bundles {
 		kb := &bundles[i]
 		if len(kb.b.Pending) > 1 {
@@ -403,9 +398,9 @@ func (w *worker) changelogMessages(bundles []keyBundle, m *changelog.Marker) []k
 		key := cut(start)
 		start = len(buf)
 		buf = changelog.EncodeBundle(buf, &kb.b)
-		msgs = append(msgs, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part, Key: key, Value: cut(start)})
+		msgs = append(msgs, kafkaio.Record{Topic: w.cfg.Changelog.Topic, Partition: int32(w.part), Key: key, Value: cut(start)})
 	}
-	return append(msgs, kafka.Message{Topic: w.cfg.Changelog.Topic, Partition: w.part,
+	return append(msgs, kafkaio.Record{Topic: w.cfg.Changelog.Topic, Partition: int32(w.part),
 		Key: changelog.MarkerKey(), Value: changelog.EncodeMarker(nil, m)})
 }
 
@@ -415,7 +410,7 @@ var errChangelogTooBig = errors.New("changelog record above changelog.max_messag
 // writeChangelog writes the bundles, acknowledged by all in-sync replicas,
 // and only then the marker, so that a marker is never in Kafka without the
 // bundles of its checkpoint.
-func (w *worker) writeChangelog(ctx context.Context, msgs []kafka.Message) error {
+func (w *worker) writeChangelog(ctx context.Context, msgs []kafkaio.Record) error {
 	limit := w.cfg.Changelog.MaxMessageBytes
 	var n int64
 	for _, m := range msgs {
@@ -426,11 +421,11 @@ func (w *worker) writeChangelog(ctx context.Context, msgs []kafka.Message) error
 	}
 	last := len(msgs) - 1
 	if last > 0 {
-		if err := w.p.clw.WriteMessages(ctx, msgs[:last]...); err != nil {
+		if err := produceAll(ctx, w.kio, msgs[:last]); err != nil {
 			return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
 		}
 	}
-	if err := w.p.clw.WriteMessages(ctx, msgs[last]); err != nil {
+	if err := produceAll(ctx, w.kio, msgs[last:]); err != nil {
 		return fmt.Errorf("changelog %s/%d: marker: %w", w.cfg.Changelog.Topic, w.part, err)
 	}
 	w.p.c.changelogRecords.Add(int64(len(msgs)))
@@ -440,7 +435,7 @@ func (w *worker) writeChangelog(ctx context.Context, msgs []kafka.Message) error
 
 // skipped reports whether msg belongs to a key whose restored state already
 // contains it (the key's bundle was newer than the marker resumed from).
-func (w *worker) skipped(msg *kafka.Message, fromLabels bool) bool {
+func (w *worker) skipped(msg *kafkaio.Record, fromLabels bool) bool {
 	s, ok := w.skip[string(msg.Key)]
 	if !ok {
 		return false
@@ -466,4 +461,28 @@ func (w *worker) skipDone() bool {
 // labels offset counts only with a labels topic).
 func (w *worker) reached(s changelogSkip) bool {
 	return w.nextIn >= s.in && (w.cfg.LabelsTopic == "" || w.nextLab >= s.lab)
+}
+
+// produceAll produces recs and waits until every one is acknowledged; it
+// returns the first failure.
+func produceAll(ctx context.Context, kio kafkaio.Cluster, recs []kafkaio.Record) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	wg.Add(len(recs))
+	done := func(_ *kafkaio.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+		wg.Done()
+	}
+	for i := range recs {
+		kio.Produce(ctx, &recs[i], done)
+	}
+	wg.Wait()
+	return first
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // A checkpoint of a partition is taken in two parts so that the worker does
@@ -39,10 +40,10 @@ type snapshot struct {
 	fresh      int       // learners in it that were never stored
 	kernelW    []float64 // kernel weights of the last updated learner, if exposed
 	abandoned  bool
-	changelog  []kafka.Message // bundles and marker, written before Badger
-	warm       []checkpoint.Op // restored learners it moves into Badger (warm.go), written before cp
-	erased     []string        // erased keys of the changelog records: tombstoned by the next checkpoint
-	tombstoned []string        // keys it tombstones (again candidates if it is abandoned)
+	changelog  []kafkaio.Record // bundles and marker, written before Badger
+	warm       []checkpoint.Op  // restored learners it moves into Badger (warm.go), written before cp
+	erased     []string         // erased keys of the changelog records: tombstoned by the next checkpoint
+	tombstoned []string         // keys it tombstones (again candidates if it is abandoned)
 }
 
 type ckptResult struct {

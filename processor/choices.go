@@ -13,6 +13,8 @@ var (
 	OffsetResets    = []string{"earliest", "latest", "fail"}
 	WrongPartitions = []string{"count", "dead_letter"}
 	Compressions    = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	IsolationLevels = []string{"read_committed", "read_uncommitted"}
+	SASLMechanisms  = []string{"plain", "scram-sha-256", "scram-sha-512"}
 )
 
 // CheckChoice returns nil when v is one of choices, else an error that says

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -35,7 +36,16 @@ const (
 	DefaultWrongPartition        = "count"
 	DefaultMaxTsSkew             = 6 * time.Hour
 	DefaultMergeWait             = 2 * time.Second
+	DefaultIsolationLevel        = "read_committed"
 )
+
+// SASL is the account every connection authenticates with.
+type SASL struct {
+	// Mechanism is "plain", "scram-sha-256" or "scram-sha-512".
+	Mechanism string
+	Username  string
+	Password  string
+}
 
 // MaxCheckpointMemTableMiB bounds CheckpointMemTableMiB: beyond a GiB the
 // memtables' memory (about twice the size) outweighs what they save.
@@ -165,11 +175,19 @@ type Config struct {
 	// (group join, fetch, produce, checkpoint). Default 5s.
 	RetryBackoffMax time.Duration
 
-	// Dialer is used by the group and the readers (TLS/SASL set by the
-	// caller). Default nil = plain TCP.
-	Dialer *kafka.Dialer
-	// Transport is used by the writers (TLS/SASL). Default nil = plain TCP.
-	Transport kafka.RoundTripper
+	// ClientID names this member's connections to the brokers. Default
+	// "kernelstream".
+	ClientID string
+	// TLS, when set, secures every connection (the group's, the record
+	// path's, the admin requests'). Default nil = plaintext.
+	TLS *tls.Config
+	// SASL, when set, authenticates every connection. Default nil = none.
+	SASL *SASL
+	// IsolationLevel of every read (input, labels, changelog):
+	// "read_committed" (default: records of aborted transactions never
+	// reach a learner, and transaction markers are skipped) or
+	// "read_uncommitted".
+	IsolationLevel string
 	// GroupBalancers are offered to the group in priority order. Default nil
 	// = range.
 	GroupBalancers []kafka.GroupBalancer
@@ -194,6 +212,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.OffsetReset == "" {
 		cfg.OffsetReset = DefaultOffsetReset
+	}
+	if cfg.IsolationLevel == "" {
+		cfg.IsolationLevel = DefaultIsolationLevel
 	}
 	if cfg.WrongPartition == "" {
 		cfg.WrongPartition = DefaultWrongPartition
@@ -288,7 +309,8 @@ func (cfg Config) Validate() error {
 		field, v string
 		choices  []string
 	}{{"StartOffset", c.StartOffset, StartOffsets}, {"Compression", c.Compression, Compressions},
-		{"OffsetReset", c.OffsetReset, OffsetResets}, {"WrongPartition", c.WrongPartition, WrongPartitions}} {
+		{"OffsetReset", c.OffsetReset, OffsetResets}, {"WrongPartition", c.WrongPartition, WrongPartitions},
+		{"IsolationLevel", c.IsolationLevel, IsolationLevels}} {
 		if err := CheckChoice(e.v, e.choices); err != nil {
 			bad(e.field, "%v", err)
 		}
@@ -338,6 +360,11 @@ func (cfg Config) Validate() error {
 	}
 	if lo := checkpoint.MinMemTableBytes >> 20; c.CheckpointMemTableMiB != 0 && (c.CheckpointMemTableMiB < lo || c.CheckpointMemTableMiB > MaxCheckpointMemTableMiB) {
 		bad("CheckpointMemTableMiB", "%d must be in [%d, %d]", c.CheckpointMemTableMiB, lo, MaxCheckpointMemTableMiB)
+	}
+	if s := c.SASL; s != nil {
+		if err := CheckChoice(s.Mechanism, SASLMechanisms); err != nil {
+			bad("SASL.Mechanism", "%v", err)
+		}
 	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
 		bad("HeartbeatInterval", "%v must be below SessionTimeout %v", c.HeartbeatInterval, c.SessionTimeout)

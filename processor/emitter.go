@@ -10,180 +10,178 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
-// outMsg is one message to produce (a prediction or a dead letter) with the
-// per-partition sequence number the checkpoint waits for.
-type outMsg struct {
-	msg    kafka.Message
-	seq    uint64
-	input  time.Time // input record's timestamp (latency histogram); zero for dead letters
-	output bool      // a prediction (counted in the latency histogram)
-}
-
-// emitter produces one partition's messages in order, in batches: while a
-// batch is in flight the next records accumulate, so throughput grows with
-// load while an idle stream pays one round trip, plus at most linger for a
-// batch to fill (Config.BatchTimeout, Kafka's linger.ms). It retries the
-// unacknowledged messages of a batch with backoff until they are
-// acknowledged (at least once) or the emitter is stopped, and publishes the
-// highest acknowledged sequence number for the checkpoint's first step.
+// emitter produces one partition's outputs (predictions and dead letters)
+// and tells the checkpoint which of them the brokers have acknowledged.
+//
+// Each output takes a slot of a ring of emitWindow, numbered by the
+// worker's sequence number, and goes to the cluster's producer at once; the
+// producer (kgo's, idempotent) batches what accumulates while a request is
+// in flight, retries what can be retried without duplicating or reordering
+// it, and calls the slot back once the record is acknowledged by every
+// in-sync replica. Acknowledgements come in order per output partition but
+// not across partitions, so the emitter publishes the highest sequence
+// number below which every output is acknowledged: what the checkpoint
+// waits for. A full ring (emitWindow outputs unacknowledged) makes the
+// worker wait: the brokers' pace bounds the memory.
 type emitter struct {
-	w       messageWriter
-	ch      chan outMsg
+	kio     kafkaio.Cluster
 	log     zerolog.Logger
 	metrics *metrics
-	backoff time.Duration
-	linger  time.Duration
+	onAcked func(n int) // told how many predictions were acknowledged
+	slots   []outSlot
 
 	mu     sync.Mutex
-	acked  uint64
+	acked  uint64 // every output up to it is acknowledged
 	notify chan struct{}
-	done   chan struct{}
 
-	// failErr is the non-retriable produce error that stopped the emitter
-	// (set before done is closed; an atomic because the worker asks after
-	// every record). onAcked, if set, is told how many predictions each
-	// acknowledged batch held.
-	failErr atomic.Pointer[error]
-	onAcked func(n int)
+	failErr  atomic.Pointer[error] // the error that stopped the emitter for good
+	done     chan struct{}         // closed with failErr set
+	doneOnce sync.Once
 }
 
-const emitBatch = 512
+// emitWindow is the ring's size: the outputs a partition may have
+// unacknowledged.
+const emitWindow = 8192
 
-func newEmitter(w messageWriter, log zerolog.Logger, m *metrics, backoffMax, linger time.Duration) *emitter {
-	return &emitter{w: w, ch: make(chan outMsg, 4*emitBatch), log: log, metrics: m, backoff: backoffMax, linger: linger,
+// outSlot is one output in the producer's hands.
+type outSlot struct {
+	em     *emitter
+	rec    kafkaio.Record
+	seq    uint64
+	input  time.Time // the input record's timestamp (latency histogram); zero for dead letters
+	output bool      // a prediction
+	hdrs   []kafkaio.Header
+	state  atomic.Uint32
+	ack    func(*kafkaio.Record, error) // s.delivered, bound once
+}
+
+// Slot states.
+const (
+	slotFree uint32 = iota
+	slotSent
+	slotAcked
+)
+
+func newEmitter(kio kafkaio.Cluster, log zerolog.Logger, m *metrics) *emitter {
+	e := &emitter{kio: kio, log: log, metrics: m, slots: make([]outSlot, emitWindow),
 		notify: make(chan struct{}), done: make(chan struct{})}
+	for i := range e.slots {
+		s := &e.slots[i]
+		s.em = e
+		s.ack = s.delivered
+	}
+	return e
 }
 
-// run produces until ctx is cancelled (the caller cancels it once the final
-// checkpoint has waited for what it needed, or gives up) or a produce error
-// that retrying cannot fix stops it (failed then returns it): nothing past
-// the failed batch is acknowledged, so no checkpoint passes it.
-func (e *emitter) run(ctx context.Context) {
-	defer close(e.done)
-	batch := make([]outMsg, 0, emitBatch)
-	msgs := make([]kafka.Message, 0, emitBatch)
-	ep := newEpisode(e.log, "produce")
-	lingerTimer := time.NewTimer(time.Hour)
-	lingerTimer.Stop()
-	for {
-		batch = batch[:0]
-		select {
-		case <-ctx.Done():
+// emit produces out as output number seq (the worker's numbering, from 1,
+// without gaps). It waits while the ring is full; it fails when the
+// emitter stopped or ctx ended (the output is then lost: no checkpoint may
+// pass it).
+func (e *emitter) emit(ctx context.Context, seq uint64, out *kafkaio.Record, input time.Time, output bool) error {
+	s := &e.slots[seq%emitWindow]
+	for s.state.Load() != slotFree {
+		if err := e.waitAcked(ctx, seq-emitWindow); err != nil {
+			return err
+		}
+	}
+	s.seq, s.input, s.output = seq, input, output
+	s.rec = *out
+	s.rec.Partition = -1 // murmur2 of the key, as Kafka's Java client places it
+	s.hdrs = append(s.hdrs[:0], out.Headers...)
+	s.rec.Headers = s.hdrs
+	s.state.Store(slotSent)
+	e.kio.Produce(ctx, &s.rec, s.ack)
+	return nil
+}
+
+// delivered is the producer's callback of slot s.
+func (s *outSlot) delivered(r *kafkaio.Record, err error) {
+	e := s.em
+	if err != nil {
+		if e.resendStripped(s, err) {
 			return
-		case m := <-e.ch:
-			batch = append(batch, m)
 		}
-		batch = e.fill(ctx, batch, lingerTimer)
-		msgs = msgs[:0]
-		for _, m := range batch {
-			msgs = append(msgs, m.msg)
-		}
-		delay := 50 * time.Millisecond
-		persistent := 0
-		for {
-			err := e.w.WriteMessages(ctx, msgs...)
-			if err == nil {
-				ep.ok()
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			tooLarge := isTooLarge(err)
-			fatal := classifyProduce(err, msgs, &persistent)
-			msgs = unacknowledged(msgs, err) // classified first: it compacts msgs
-			if tooLarge && stripOversized(msgs) {
-				e.log.Warn().Err(err).Msg("dead letter refused as too large by the DLQ topic: resent without its value")
-				continue
-			}
-			if fatal != nil {
-				e.failErr.Store(&fatal)
-				return
-			}
-			ep.fail(err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-			delay = min(2*delay, e.backoff)
-		}
-		now := time.Now()
-		outputs := 0
-		for _, m := range batch {
-			if m.output {
-				outputs++
-				if e.metrics != nil {
-					e.metrics.latency.Observe(now.Sub(m.input).Seconds())
-				}
-			}
+		e.fail(fmt.Errorf("produce to topic %q: %w", r.Topic, err))
+		return
+	}
+	if s.output {
+		if e.metrics != nil {
+			e.metrics.latency.Observe(time.Since(s.input).Seconds())
 		}
 		if e.onAcked != nil {
-			e.onAcked(outputs)
+			e.onAcked(1)
 		}
-		e.mu.Lock()
-		e.acked = batch[len(batch)-1].seq
+	}
+	s.state.Store(slotAcked)
+	e.advance()
+}
+
+// advance moves acked over every acknowledged slot that follows it.
+func (e *emitter) advance() {
+	e.mu.Lock()
+	moved := false
+	for {
+		// The state first: a free slot may be being filled by the worker,
+		// an acknowledged one holds output acked+1 (a slot is reused only
+		// once acked has passed it).
+		s := &e.slots[(e.acked+1)%emitWindow]
+		if s.state.Load() != slotAcked {
+			break
+		}
+		s.rec, s.input = kafkaio.Record{}, time.Time{}
+		clear(s.hdrs)
+		s.state.Store(slotFree)
+		e.acked++
+		moved = true
+	}
+	if moved {
 		close(e.notify)
 		e.notify = make(chan struct{})
-		e.mu.Unlock()
 	}
+	e.mu.Unlock()
 }
 
-// fill adds to batch what is queued, then waits up to e.linger from now
-// for more while the batch is below emitBatch.
-func (e *emitter) fill(ctx context.Context, batch []outMsg, t *time.Timer) []outMsg {
-queued:
-	for len(batch) < emitBatch {
-		select {
-		case m := <-e.ch:
-			batch = append(batch, m)
-		default:
-			break queued
-		}
+// resendStripped resends a dead letter that the DLQ topic refused as too
+// large without its value (a header gives the original size): the one case
+// where a dead letter is not the record unchanged. It reports whether it
+// did.
+func (e *emitter) resendStripped(s *outSlot, err error) bool {
+	if !errors.Is(err, kerr.MessageTooLarge) || len(s.rec.Value) <= strippedAbove || !hasHeader(s.rec.Headers, headerReason) {
+		return false
 	}
-	if e.linger <= 0 || len(batch) >= emitBatch {
-		return batch
-	}
-	t.Reset(e.linger)
-	defer t.Stop()
-	for len(batch) < emitBatch {
-		select {
-		case m := <-e.ch:
-			batch = append(batch, m)
-		case <-t.C:
-			return batch
-		case <-ctx.Done():
-			return batch
-		}
-	}
-	return batch
+	e.log.Warn().Err(err).Msg("dead letter refused as too large by the DLQ topic: resent without its value")
+	s.hdrs = append(s.hdrs, kafkaio.Header{Key: headerOmitted, Value: []byte(strconv.Itoa(len(s.rec.Value)))})
+	s.rec.Headers, s.rec.Value, s.rec.Partition = s.hdrs, nil, -1
+	// Not from the producer's callback: Produce may block on a full buffer.
+	go e.kio.Produce(context.Background(), &s.rec, s.ack)
+	return true
 }
 
-// unacknowledged returns the messages of msgs that err reports as not
-// acknowledged, in order, compacted in place; all of them unless err is a
-// kafka.WriteErrors.
-func unacknowledged(msgs []kafka.Message, err error) []kafka.Message {
-	var we kafka.WriteErrors
-	if !errors.As(err, &we) || len(we) != len(msgs) {
-		return msgs
-	}
-	n := 0
-	for i := range msgs {
-		if we[i] != nil {
-			msgs[n] = msgs[i]
-			n++
+// strippedAbove is the value size above which a refused dead letter loses its value.
+const strippedAbove = 512 << 10
+
+func hasHeader(hs []kafkaio.Header, key string) bool {
+	for _, h := range hs {
+		if h.Key == key {
+			return true
 		}
 	}
-	if n == 0 {
-		return msgs
-	}
-	return msgs[:n]
+	return false
 }
 
-// waitAcked blocks until every message up to seq is acknowledged.
+func (e *emitter) fail(err error) {
+	e.doneOnce.Do(func() {
+		e.failErr.Store(&err)
+		close(e.done)
+	})
+}
+
+// waitAcked blocks until every output up to seq is acknowledged.
 func (e *emitter) waitAcked(ctx context.Context, seq uint64) error {
 	for {
 		e.mu.Lock()
@@ -196,106 +194,19 @@ func (e *emitter) waitAcked(ctx context.Context, seq uint64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-e.done:
-			return errors.New("emitter stopped before acknowledging")
+			return fmt.Errorf("emitter stopped before acknowledging: %w", e.failed())
 		case <-ch:
 		}
 	}
 }
 
-// failed returns the error that stopped the emitter for good, if any.
+// failed returns the error that stopped the emitter for good, if any: a
+// record the producer gave up on (kgo retries everything retrying can fix:
+// what reaches here is refused for good, an unknown topic that persists,
+// or the end of the partition's hard deadline).
 func (e *emitter) failed() error {
 	if err := e.failErr.Load(); err != nil {
 		return *err
 	}
 	return nil
-}
-
-// unknownTopicAttempts is how many consecutive attempts may fail with
-// "unknown topic or partition" before the emitter gives up: Kafka calls the
-// error retriable (metadata may lag a topic's creation), but the start-up
-// checks saw every topic, so a persistent one means the topic was deleted.
-const unknownTopicAttempts = 5
-
-// classifyProduce returns a non-nil error, naming the topic and the cause,
-// when err is one that retrying cannot fix: a Kafka error the protocol
-// marks non-retriable (authorization denied, invalid topic, record
-// rejected, ...), or an unknown topic that persists. Network errors and
-// retriable Kafka errors return nil.
-func classifyProduce(err error, msgs []kafka.Message, persistent *int) error {
-	code, topic := kafkaCode(err, msgs)
-	switch {
-	case code == 0:
-		return nil
-	case code == kafka.UnknownTopicOrPartition:
-		*persistent++
-		if *persistent < unknownTopicAttempts {
-			return nil
-		}
-		return fmt.Errorf("produce to topic %q: %w (after %d attempts; was the topic deleted?)", topic, code, *persistent)
-	case code.Temporary():
-		return nil
-	}
-	return fmt.Errorf("produce to topic %q: %w (not retriable)", topic, code)
-}
-
-// kafkaCode finds the Kafka error code in err (the first message's with a
-// code, for a kafka.WriteErrors) and the topic it concerns.
-func kafkaCode(err error, msgs []kafka.Message) (kafka.Error, string) {
-	var we kafka.WriteErrors
-	if errors.As(err, &we) {
-		for i, e := range we {
-			var code kafka.Error
-			if e != nil && errors.As(e, &code) && i < len(msgs) {
-				return code, msgs[i].Topic
-			}
-		}
-		return 0, ""
-	}
-	var code kafka.Error
-	if errors.As(err, &code) && len(msgs) > 0 {
-		return code, msgs[0].Topic
-	}
-	return 0, ""
-}
-
-func isTooLarge(err error) bool {
-	var tl kafka.MessageTooLargeError
-	if errors.As(err, &tl) || errors.Is(err, kafka.MessageSizeTooLarge) {
-		return true
-	}
-	var we kafka.WriteErrors
-	if errors.As(err, &we) {
-		for _, e := range we {
-			if e != nil && (errors.Is(e, kafka.MessageSizeTooLarge) || errors.As(e, &tl)) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// stripOversized replaces the value of dead letters the brokers refuse as too
-// large by nothing, with a header giving the original size (the one case
-// where a dead letter is not the record unchanged).
-func stripOversized(msgs []kafka.Message) (stripped bool) {
-	for i := range msgs {
-		if len(msgs[i].Value) > strippedAbove && hasHeader(msgs[i].Headers, headerReason) {
-			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerOmitted, Value: []byte(strconv.Itoa(len(msgs[i].Value)))})
-			msgs[i].Value = nil
-			stripped = true
-		}
-	}
-	return stripped
-}
-
-// strippedAbove is the value size above which a refused dead letter loses its value.
-const strippedAbove = 512 << 10
-
-func hasHeader(hs []kafka.Header, key string) bool {
-	for _, h := range hs {
-		if h.Key == key {
-			return true
-		}
-	}
-	return false
 }

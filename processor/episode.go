@@ -1,13 +1,10 @@
 package processor
 
 import (
-	"errors"
-	"fmt"
-	"sync"
+	"context"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
 )
 
 // episode logs a failing operation once per episode: a warning at the first
@@ -22,15 +19,7 @@ type episode struct {
 
 func newEpisode(log zerolog.Logger, what string) *episode { return &episode{log: log, what: what} }
 
-// readerLog adapts kafka-go's error logger so that a reader's retries during
-// an outage are logged once per episode (ok is called on each message).
-type readerLog struct {
-	mu sync.Mutex
-	ep *episode
-}
-
 func (e *episode) fail(err error) {
-	err = briefWriteErrors(err)
 	if e.fails == 0 {
 		e.since = time.Now()
 		e.log.Warn().Err(err).Str("op", e.what).Msg("kafka unavailable, retrying with backoff")
@@ -40,22 +29,6 @@ func (e *episode) fail(err error) {
 	e.fails++
 }
 
-// briefWriteErrors shortens kafka-go's WriteErrors, whose message repeats
-// the error of every message of a failed batch (hundreds of identical
-// "connection refused" in one log line), to the count and the first one.
-func briefWriteErrors(err error) error {
-	var we kafka.WriteErrors
-	if !errors.As(err, &we) {
-		return err
-	}
-	for _, e := range we {
-		if e != nil {
-			return fmt.Errorf("%d of %d messages not written, the first: %w", we.Count(), len(we), e)
-		}
-	}
-	return err
-}
-
 func (e *episode) ok() {
 	if e.fails > 0 {
 		e.log.Info().Str("op", e.what).Int("failures", e.fails).Dur("outage", time.Since(e.since)).Msg("kafka reachable again")
@@ -63,16 +36,26 @@ func (e *episode) ok() {
 	}
 }
 
-func (r *readerLog) Printf(format string, a ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ep.fail(fmt.Errorf(format, a...))
-}
-
-func (r *readerLog) ok() {
-	r.mu.Lock()
-	if r.ep.fails > 0 {
-		r.ep.ok()
+// retry runs op until it succeeds or ctx ends, backing off exponentially
+// up to backoffMax between attempts; failures are logged once per episode.
+func retry(ctx context.Context, log zerolog.Logger, what string, backoffMax time.Duration, op func() error) error {
+	ep := newEpisode(log, what)
+	backoff := 100 * time.Millisecond
+	for {
+		err := op()
+		if err == nil {
+			ep.ok()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ep.fail(err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, backoffMax)
 	}
-	r.mu.Unlock()
 }

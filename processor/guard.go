@@ -6,6 +6,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // murmur2 is the partitioner kernelstream's writers use and the one a key's
@@ -14,16 +16,21 @@ import (
 // client's default and librdkafka's "murmur2_random".
 var murmur2 kafka.Murmur2Balancer
 
+// partitionOf is msg's partition under murmur2 among ids.
+func partitionOf(msg *kafkaio.Record, ids []int) int {
+	return murmur2.Balance(kafka.Message{Key: msg.Key}, ids...)
+}
+
 // checkPartition counts (and with WrongPartition "dead_letter" rejects) a
 // record whose key belongs to another partition: the key would otherwise
 // have a second, independent learner there. One hash per record, no
 // allocation. partIDs is empty (no check) until the start-up checks have
 // learnt the partition count.
-func (w *worker) checkPartition(msg *kafka.Message) error {
+func (w *worker) checkPartition(msg *kafkaio.Record) error {
 	if len(w.partIDs) == 0 {
 		return nil
 	}
-	want := murmur2.Balance(*msg, w.partIDs...)
+	want := partitionOf(msg, w.partIDs)
 	if want == w.part {
 		return nil
 	}
@@ -42,7 +49,7 @@ func (w *worker) checkPartition(msg *kafka.Message) error {
 // Kafka timestamp (e.g. microseconds or seconds instead of milliseconds),
 // which would otherwise move the partition's watermark for good. Records
 // without a Kafka timestamp are not checked.
-func (w *worker) checkTs(msg *kafka.Message, ts int64) error {
+func (w *worker) checkTs(msg *kafkaio.Record, ts int64) error {
 	if w.cfg.MaxTsSkew <= 0 || msg.Time.IsZero() {
 		return nil
 	}

@@ -8,8 +8,8 @@ import (
 	"sort"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
 
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -17,7 +17,7 @@ import (
 // learner and the pending map (the worker calls handle in offset order).
 
 // handle processes one record.
-func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool) error {
+func (w *worker) handle(ctx context.Context, msg *kafkaio.Record, fromLabels bool) error {
 	c := &w.p.c
 	emit := true
 	if fromLabels {
@@ -27,19 +27,12 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			return nil
 		}
 	} else {
-		if w.nextIn >= 0 && msg.Offset > w.nextIn {
-			w.rateLog("offset_gap", func(ev *zerolog.Event) {
-				ev.Int64("expected", w.nextIn).Int64("got", msg.Offset).
-					Msg("input offsets skipped (retention deleted them, or transaction markers): state rebuilt from here may differ")
-			})
-		}
 		emit = msg.Offset >= w.emitFrom
 		if !emit {
 			w.tally.replayed++
 		}
 		w.nextIn = msg.Offset + 1
 		w.posIn.Store(w.nextIn)
-		w.tally.lag = w.lagAt(msg.HighWaterMark)
 		defer w.markRestored()
 		if w.skip != nil && w.skipped(msg, false) {
 			return nil // already in the key's restored state
@@ -116,7 +109,7 @@ func (w *worker) learner(key []byte) (*slot, error) {
 
 // deadOr dead-letters msg when err is a record's fault (a *decodeError)
 // and returns any other error.
-func (w *worker) deadOr(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
+func (w *worker) deadOr(ctx context.Context, msg *kafkaio.Record, emit bool, err error) error {
 	var de *decodeError
 	if errors.As(err, &de) {
 		return w.dead(ctx, msg, emit, err)
@@ -124,7 +117,7 @@ func (w *worker) deadOr(ctx context.Context, msg *kafka.Message, emit bool, err 
 	return err
 }
 
-func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
+func (w *worker) predict(ctx context.Context, msg *kafkaio.Record, r *record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
 		return w.deadOr(ctx, msg, emit, err)
@@ -172,7 +165,7 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 	}
 }
 
-func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
+func (w *worker) decide(ctx context.Context, msg *kafkaio.Record, r *record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
 		return w.deadOr(ctx, msg, emit, err)
@@ -228,7 +221,7 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts i
 	return nil
 }
 
-func (w *worker) label(ctx context.Context, msg *kafka.Message, r *record, emit bool) error {
+func (w *worker) label(ctx context.Context, msg *kafkaio.Record, r *record, emit bool) error {
 	c := &w.p.c
 	w.kbuf = pendingKey(w.kbuf, msg.Key, r.id)
 	e, ok := w.pend.m[string(w.kbuf)]

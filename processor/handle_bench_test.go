@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -63,22 +63,18 @@ func benchmarkHandle(b *testing.B, spec models.Spec, keyTTL time.Duration, keys 
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := newWorker(p, store, nil, 0)
+	w := newWorker(p, store, kafkaiotest.Discard{}, 0)
 	w.partIDs = []int{0} // one partition: the partitioner check runs and passes
 	if err := w.restore(-1, -1); err != nil {
 		b.Fatal(err)
 	}
-	w.em = newEmitter(nil, w.log, p.m, time.Second, 0)
+	w.em = newEmitter(w.kio, w.log, p.m)
 	w.hard = context.Background()
-	go func() {
-		for range w.em.ch {
-		}
-	}()
-	msgs := make([]kafka.Message, 1000)
+	msgs := make([]kafkaio.Record, 1000)
 	start := time.Now()
 	for i := range msgs {
 		// The event time advances (1 ms a record): the watermark moves.
-		msgs[i] = kafka.Message{Topic: "in", Key: []byte(fmt.Sprintf("user-%d", i%keys)), Offset: int64(i), Time: start.Add(time.Duration(i) * time.Millisecond),
+		msgs[i] = kafkaio.Record{Topic: "in", Key: []byte(fmt.Sprintf("user-%d", i%keys)), Offset: int64(i), Time: start.Add(time.Duration(i) * time.Millisecond),
 			Value: value(i)}
 	}
 	ctx := context.Background()

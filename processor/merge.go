@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // The merge of the input and labels topics (docs/pipeline.md, "Labels
@@ -13,13 +13,15 @@ import (
 // the live run. When both sides have a record buffered the choice is
 // immediate. When only one side A has one (head H), the other side B may
 // still hold an older record that is not fetched yet; the merger decides
-// from data, not from timing: it asks the brokers for B's high-water mark
-// in a request sent after H was received, and takes H only when B has been
-// read up to that mark (B's records appended before H was read are then
-// all merged before or after H by timestamp, whatever the fetch timing).
-// If B's records below the mark do not come within MergeWait (the tail of
-// B is transaction markers, or B's fetch is failing), or no mark can be
-// had, H is taken and the mark is considered reached.
+// from data, not from timing: it asks the brokers for B's last stable
+// offset in a request sent after H was received, and takes H only when B
+// has been read up to that offset (B's records appended before H was read
+// are then all merged before or after H by timestamp, whatever the fetch
+// timing). The position counts transaction markers and aborted records
+// (the reader's Chunk.Next), so a side whose tail is a marker is read to
+// its end. If B's records below the offset do not come within MergeWait
+// (B's fetch is failing), or no offset can be had, H is taken and the
+// offset is considered reached.
 //
 // One answer covers every record of A received before the request: the
 // merger keeps up to mergeQueue records of each side in memory, so that a
@@ -30,30 +32,34 @@ const mergeQueue = 512
 
 // side is one topic of the merge.
 type side struct {
-	ch    <-chan chunk
-	f     *fetcher // takes consumed chunks back (nil: dropped)
-	gen   uint64   // chunks of another generation predate a SetOffset: dropped
-	cur   []kafka.Message
-	pos   int // cur[pos:] not yet taken (without a labels topic)
+	r     kafkaio.Reader
+	gen   uint64 // chunks of another generation predate a SetOffset: dropped
+	cur   kafkaio.Chunk
+	pos   int // cur.Records[pos:] not yet taken (without a labels topic)
 	lab   bool
 	queue []arrived // records received, not yet taken: queue[head:]
 	head  int
-	next  int64 // offset after the last record received (the reader's start before any)
+	next  int64 // the reader's position: offset after the last record or marker received
+	hw    int64 // the high-water mark of the latest chunk (lag)
 
-	// The high-water mark from the latest answer, and the arrival clock at
+	// The end offset from the latest answer, and the arrival clock at
 	// which its request was sent (valid for records that arrived up to it).
 	hwm      int64
 	hwmClock uint64
 	asking   bool
 	epoch    uint64    // counts resets: an answer asked before the latest is about the old log
-	assumed  int64     // a mark given up on after MergeWait: treated as reached
+	assumed  int64     // an end given up on after MergeWait: treated as reached
 	expired  uint64    // records of the other side that arrived up to this clock waited MergeWait: settled
 	retryAt  time.Time // after a failed request, the earliest next one
+	advance  int64     // a position to report once the records before it are handled (-1: none)
+	resumeAt time.Time // kgo stopped reading the partition: read again from next at this time
+	ep       *episode  // read failures, logged once per episode
 }
 
 type arrived struct {
-	msg   kafka.Message
+	msg   kafkaio.Record
 	clock uint64
+	after int64 // the position after this record when it ended its chunk (markers followed), else -1
 }
 
 type hwmAnswer struct {
@@ -69,9 +75,15 @@ type hwmAnswer struct {
 type merger struct {
 	in  side
 	lab *side
-	// hwm asks for the high-water mark of the labels (lab) or input topic's partition.
+	// hwm asks for the end offset of the labels (lab) or input topic's partition.
 	hwm  func(ctx context.Context, lab bool) (int64, error)
 	wait time.Duration
+	// event is told of a reader's events (Chunk.Err) as they arrive; it
+	// may move the side (seek).
+	event func(s *side, ch kafkaio.Chunk)
+	// moved is told that a side's records are handled up to offset next
+	// (transaction markers or aborted records followed the last one).
+	moved func(lab bool, next int64)
 
 	clock    uint64 // counts records received
 	answers  chan hwmAnswer
@@ -79,46 +91,76 @@ type merger struct {
 	timer    *time.Timer
 }
 
+func newSide(r kafkaio.Reader, next int64, lab bool) side {
+	return side{r: r, next: next, lab: lab, advance: -1}
+}
+
 func (s *side) len() int { return len(s.queue) - s.head }
 
 func (s *side) front() *arrived { return &s.queue[s.head] }
 
-// receive appends a record to its side's queue.
-func (m *merger) receive(s *side, msg kafka.Message) {
-	m.clock++
-	s.queue = append(s.queue, arrived{msg: msg, clock: m.clock})
-	s.next = msg.Offset + 1
+// accept takes a chunk of s's reader: false when it is stale (an older
+// generation) or an event, which it hands on.
+func (m *merger) accept(s *side, ch kafkaio.Chunk) bool {
+	if ch.Gen != s.gen {
+		s.r.Recycle(ch)
+		return false
+	}
+	if ch.Err != nil {
+		if m.event != nil {
+			m.event(s, ch)
+		}
+		return false
+	}
+	s.hw = max(s.hw, ch.HighWatermark)
+	if s.ep != nil && s.ep.fails > 0 {
+		s.ep.ok()
+	}
+	return true
 }
 
 // receiveChunk appends a chunk's records to its side's queue.
-func (m *merger) receiveChunk(s *side, c chunk) {
-	if c.gen == s.gen {
-		for _, msg := range c.msgs {
-			m.receive(s, msg)
+func (m *merger) receiveChunk(s *side, ch kafkaio.Chunk) {
+	if !m.accept(s, ch) {
+		return
+	}
+	for i := range ch.Records {
+		m.clock++
+		s.queue = append(s.queue, arrived{msg: ch.Records[i], clock: m.clock, after: -1})
+		s.next = ch.Records[i].Offset + 1
+	}
+	if ch.Next > s.next {
+		s.next = ch.Next
+		if s.len() > 0 {
+			s.queue[len(s.queue)-1].after = ch.Next
+		} else {
+			m.report(s, ch.Next)
 		}
 	}
-	s.recycle(c.msgs)
+	s.r.Recycle(ch) // the records were copied; their bytes stay valid
 }
 
-func (s *side) recycle(msgs []kafka.Message) {
-	if s.f != nil && msgs != nil {
-		s.f.recycle(msgs)
+func (m *merger) report(s *side, next int64) {
+	if m.moved != nil {
+		m.moved(s.lab, next)
 	}
 }
 
-// seek moves s's fetcher to offset, dropping what s holds from before.
+// seek moves s's reader to offset, dropping what s holds from before.
 func (s *side) seek(offset int64) {
-	s.reset(s.f.SetOffset(offset))
+	s.reset(s.r.SetOffset(offset))
 	s.next = offset
 }
 
-// reset drops what s holds from before its fetcher moved to generation
+// reset drops what s holds from before its reader moved to generation
 // gen: the records, and what the merge knew of the old log's end (its
-// high-water mark, a mark assumed reached), including an answer in flight.
+// end offset, an end assumed reached), including an answer in flight.
 func (s *side) reset(gen uint64) {
 	s.gen = gen
-	s.recycle(s.cur)
-	s.cur, s.pos = nil, 0
+	if s.cur.Records != nil {
+		s.r.Recycle(s.cur)
+	}
+	s.cur, s.pos, s.advance = kafkaio.Chunk{}, 0, -1
 	clear(s.queue)
 	s.queue, s.head = s.queue[:0], 0
 	s.hwm, s.hwmClock, s.assumed, s.expired, s.retryAt = 0, 0, 0, 0, time.Time{}
@@ -126,48 +168,64 @@ func (s *side) reset(gen uint64) {
 	s.epoch++
 }
 
-// drain moves what is buffered in s's channel into its queue.
+// drain moves what s's reader has queued into s's queue.
 func (m *merger) drain(s *side) {
 	for s.len() < mergeQueue {
-		select {
-		case c := <-s.ch:
-			m.receiveChunk(s, c)
-		default:
+		ch, ok := s.r.Next()
+		if !ok {
 			return
 		}
+		m.receiveChunk(s, ch)
 	}
 }
 
 // nextIn is next without a labels topic: the input's records in the order
 // fetched, a chunk at a time.
-func (m *merger) nextIn(ctx context.Context, tick <-chan time.Time) (kafka.Message, bool, bool, error) {
+func (m *merger) nextIn(ctx context.Context, tick <-chan time.Time) (*kafkaio.Record, bool, bool, error) {
 	s := &m.in
-	for {
-		if s.pos < len(s.cur) {
-			msg := s.cur[s.pos]
-			s.pos++
-			return msg, false, true, nil
+	for !m.fill() {
+		select {
+		case <-s.r.Ready():
+		case <-ctx.Done():
+			return nil, false, false, ctx.Err()
+		case <-tick:
+			return nil, false, false, nil
 		}
-		s.recycle(s.cur)
-		s.cur, s.pos = nil, 0
-		var c chunk
-		select { // the common case under load, without the three-way select's cost
-		case c = <-s.ch:
-		default:
-			select {
-			case c = <-s.ch:
-			case <-ctx.Done():
-				return kafka.Message{}, false, false, ctx.Err()
-			case <-tick:
-				return kafka.Message{}, false, false, nil
-			}
+	}
+	s.pos++
+	return &s.cur.Records[s.pos-1], false, true, nil
+}
+
+// fill makes the input side's current chunk hold a record not yet taken,
+// if its reader has one queued. Every record of the chunk it replaces has
+// been handled by then, so the position that chunk reached is reported.
+func (m *merger) fill() bool {
+	s := &m.in
+	for s.pos >= len(s.cur.Records) {
+		if s.advance >= 0 {
+			m.report(s, s.advance)
+			s.advance = -1
 		}
-		if c.gen != s.gen {
-			s.recycle(c.msgs)
+		if s.cur.Records != nil {
+			s.r.Recycle(s.cur)
+		}
+		s.cur, s.pos = kafkaio.Chunk{}, 0
+		ch, ok := s.r.Next()
+		if !ok {
+			return false
+		}
+		if !m.accept(s, ch) {
 			continue
 		}
-		s.cur = c.msgs
+		if n := len(ch.Records); n > 0 {
+			s.next = ch.Records[n-1].Offset + 1
+		}
+		if ch.Next > s.next {
+			s.next, s.advance = ch.Next, ch.Next
+		}
+		s.cur = ch
 	}
+	return true
 }
 
 // ready reports whether next has a record at hand, so that the worker can
@@ -175,19 +233,26 @@ func (m *merger) nextIn(ctx context.Context, tick <-chan time.Time) (kafka.Messa
 // the case where the merge never waits).
 func (m *merger) ready() bool {
 	if m.lab == nil {
-		return m.in.pos < len(m.in.cur) || len(m.in.ch) > 0
+		return m.fill()
 	}
 	return m.in.len() > 0 && m.lab.len() > 0
 }
 
 // next returns the next record and whether it comes from the labels topic;
-// ok is false when tick fired first.
-func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Message, lab, ok bool, err error) {
+// ok is false when tick fired first. The record is valid until the next
+// call.
+func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg *kafkaio.Record, lab, ok bool, err error) {
 	if m.lab == nil {
 		return m.nextIn(ctx, tick)
 	}
 	if m.answers == nil {
 		m.answers = make(chan hwmAnswer, 2)
+	}
+	for _, s := range []*side{&m.in, m.lab} {
+		if s.advance >= 0 { // the record taken last ended its chunk
+			m.report(s, s.advance)
+			s.advance = -1
+		}
 	}
 	for {
 		m.drain(&m.in)
@@ -219,26 +284,24 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Mes
 			}
 			expire = m.timer.C
 		}
-		inCh, labCh := a.ch, b.ch
+		inReady, labReady := a.r.Ready(), b.r.Ready()
 		if a.len() >= mergeQueue {
-			inCh = nil
+			inReady = nil
 		}
 		if b.len() >= mergeQueue {
-			labCh = nil
+			labReady = nil
 		}
 		select {
 		case <-ctx.Done():
-			return kafka.Message{}, false, false, ctx.Err()
+			return nil, false, false, ctx.Err()
 		case <-tick:
-			return kafka.Message{}, false, false, nil
-		case c := <-inCh:
-			m.receiveChunk(a, c)
-		case c := <-labCh:
-			m.receiveChunk(b, c)
+			return nil, false, false, nil
+		case <-inReady:
+		case <-labReady:
 		case ans := <-m.answers:
 			m.answer(ans)
 		case <-expire:
-			// Bounded wait over: the other side's mark counts as reached.
+			// Bounded wait over: the other side's end counts as reached.
 			for _, s := range []*side{a, b} {
 				if s.len() == 0 {
 					s.assumed = max(s.assumed, s.hwm)
@@ -258,8 +321,8 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg kafka.Mes
 
 // settled reports whether the empty side s cannot hold a record to merge
 // before the other side's head, which arrived at clock c: an answer asked
-// after c shows s read up to its high-water mark. Otherwise it asks (once
-// at a time) and starts the bounded wait.
+// after c shows s read up to its end. Otherwise it asks (once at a time)
+// and starts the bounded wait.
 func (m *merger) settled(ctx context.Context, s *side, c uint64) bool {
 	if (s.hwmClock >= c && (s.next >= s.hwm || s.assumed >= s.hwm)) || s.expired >= c {
 		m.deadline = time.Time{}
@@ -274,7 +337,7 @@ func (m *merger) settled(ctx context.Context, s *side, c uint64) bool {
 	return false
 }
 
-// ask sends one high-water-mark request for s in the background.
+// ask sends one end-offset request for s in the background.
 func (m *merger) ask(ctx context.Context, s *side) {
 	if s.asking {
 		return
@@ -308,19 +371,24 @@ func (m *merger) answer(a hwmAnswer) {
 	s.hwm, s.hwmClock = a.hwm, a.clock
 }
 
-func (m *merger) take(s *side) (kafka.Message, bool, bool, error) {
-	msg := s.front().msg
-	*s.front() = arrived{}
+// take hands out s's head. The record stays in the queue's array until
+// the next call of next, which is when the worker is done with it (a
+// receive may then write over it).
+func (m *merger) take(s *side) (*kafkaio.Record, bool, bool, error) {
+	f := s.front()
+	if f.after >= 0 {
+		s.advance = f.after
+	}
 	s.head++
 	if s.head == len(s.queue) {
 		s.queue, s.head = s.queue[:0], 0
 	}
 	m.deadline = time.Time{}
-	return msg, s.lab, true, nil
+	return &f.msg, s.lab, true, nil
 }
 
-// hwm asks for the high-water mark of the input (lab false) or labels
-// topic's partition of w.
+// hwm asks for the end offset (the last stable offset under
+// read_committed) of the input (lab false) or labels topic's partition.
 func (w *worker) hwm(ctx context.Context, lab bool) (int64, error) {
 	topic := w.cfg.InputTopic
 	if lab {
@@ -328,25 +396,9 @@ func (w *worker) hwm(ctx context.Context, lab bool) (int64, error) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rs, err := w.p.listRanges(qctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: {kafka.LastOffsetOf(w.part)}}})
+	r, err := w.kio.Offsets(qctx, topic, int32(w.part))
 	if err != nil {
 		return 0, err
 	}
-	return rs[topic].last, nil
-}
-
-// readerMaxWait is how long a fetch may wait on the broker for data. With
-// MinBytes 1 the broker answers as soon as a record exists, so a longer wait
-// adds no latency to records; it was 250 ms while closing a kafka-go Reader
-// waited for the fetch in flight, which the fetcher does not (it closes its
-// connection). kafka-go uses it as the connection's read deadline while
-// asking the broker to wait 3/4 of it: a broker that misses the remaining
-// quarter (250 ms, 62 ms before) makes the fetcher log an i/o timeout and
-// reconnect (nothing is lost; docs/pipeline.md, "Broker trouble"). An idle
-// partition costs a fetch every 750 ms (every 187 ms with 250 ms).
-const readerMaxWait = time.Second
-
-func (w *worker) newFetcher(topic string, offset int64, rl *readerLog) *fetcher {
-	return newFetcher(topic, w.part, offset, w.cfg.Brokers, w.cfg.Dialer, max(4*w.cfg.MaxValueBytes, 16<<20),
-		readerMaxWait, 100*time.Millisecond, w.cfg.RetryBackoffMax, rl)
+	return r.End, nil
 }

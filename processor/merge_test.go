@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -24,14 +24,14 @@ func TestMergeTailDeterministic(t *testing.T) {
 			t.Parallel()
 			rng := models.NewRand(seed)
 			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			var logs [2][]kafka.Message // 0 input, 1 labels
-			var global []kafka.Message
+			var logs [2][]kafkaio.Record // 0 input, 1 labels
+			var global []kafkaio.Record
 			add := func(lab int, key, value string) {
 				topic := "in"
 				if lab == 1 {
 					topic = "labels"
 				}
-				m := kafka.Message{Topic: topic, Key: []byte(key), Value: []byte(value), Offset: int64(len(logs[lab])),
+				m := kafkaio.Record{Topic: topic, Key: []byte(key), Value: []byte(value), Offset: int64(len(logs[lab])),
 					Time: base.Add(time.Duration(len(global)) * time.Millisecond)}
 				logs[lab] = append(logs[lab], m)
 				global = append(global, m)
@@ -51,7 +51,7 @@ func TestMergeTailDeterministic(t *testing.T) {
 			var appended [2]atomic.Int64
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			chans := [2]chan chunk{make(chan chunk, 4), make(chan chunk, 4)}
+			feeds := [2]*kafkaiotest.Reader{kafkaiotest.NewFeed(), kafkaiotest.NewFeed()}
 			// Fetchers: each side delivers its records some time after
 			// they are appended, with its own delays (bursty labels), in
 			// chunks of up to 5 of the records appended by then.
@@ -66,12 +66,11 @@ func TestMergeTailDeterministic(t *testing.T) {
 							time.Sleep(time.Duration(d*15) * time.Millisecond)
 						}
 						n := min(1+int(frng.Float64()*5), int(appended[s].Load())-j)
-						select {
-						case chans[s] <- chunk{msgs: logs[s][j : j+n]}:
-							j += n
-						case <-ctx.Done():
+						if ctx.Err() != nil {
 							return
 						}
+						feeds[s].Push(kafkaio.Chunk{Records: logs[s][j : j+n], Next: -1})
+						j += n
 					}
 				}()
 			}
@@ -88,7 +87,8 @@ func TestMergeTailDeterministic(t *testing.T) {
 					}
 				}
 			}()
-			m := &merger{in: side{ch: chans[0]}, lab: &side{ch: chans[1], lab: true}, wait: 5 * time.Second,
+			lab := newSide(feeds[1], 0, true)
+			m := &merger{in: newSide(feeds[0], 0, false), lab: &lab, wait: 5 * time.Second,
 				hwm: func(_ context.Context, lab bool) (int64, error) {
 					if lab {
 						return appended[1].Load(), nil
@@ -106,7 +106,7 @@ func TestMergeTailDeterministic(t *testing.T) {
 				if got.Topic != want.Topic || got.Offset != want.Offset {
 					t.Fatalf("record %d: merged %s/%d, the logs' order has %s/%d", i, got.Topic, got.Offset, want.Topic, want.Offset)
 				}
-				feedMsg(t, live, &got, lab)
+				feedMsg(t, live, got, lab)
 				feedMsg(t, ref, &want, want.Topic == "labels")
 			}
 			for k, s := range ref.cache.live {
@@ -120,14 +120,12 @@ func TestMergeTailDeterministic(t *testing.T) {
 	}
 }
 
-func feedMsg(t *testing.T, h *handleWorker, m *kafka.Message, lab bool) {
+func feedMsg(t *testing.T, h *handleWorker, m *kafkaio.Record, lab bool) {
 	t.Helper()
 	if err := h.handle(context.Background(), m, lab); err != nil {
 		t.Fatal(err)
 	}
-	for len(h.out) > 0 {
-		<-h.out
-	}
+	h.drain()
 }
 
 // TestMergeBoundedWait: when the other topic's high-water mark cannot be
@@ -144,9 +142,10 @@ func TestMergeBoundedWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in, lab := make(chan chunk, 1), make(chan chunk)
-			m := &merger{in: side{ch: in}, lab: &side{ch: lab, lab: true}, wait: 100 * time.Millisecond, hwm: tc.hwm}
-			in <- chunk{msgs: []kafka.Message{{Topic: "in", Offset: 0, Time: time.Now()}}}
+			in := kafkaiotest.NewFeed()
+			lab := newSide(kafkaiotest.NewFeed(), 0, true)
+			m := &merger{in: newSide(in, 0, false), lab: &lab, wait: 100 * time.Millisecond, hwm: tc.hwm}
+			in.Push(kafkaio.Chunk{Records: []kafkaio.Record{{Topic: "in", Offset: 0, Time: time.Now()}}, Next: -1})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			start := time.Now()
@@ -172,28 +171,29 @@ func TestMergeBoundedWait(t *testing.T) {
 // labels topic.
 func TestMergeDropsOldGenerations(t *testing.T) {
 	t.Parallel()
-	run := func(topic string, from, n int64, gen uint64) chunk {
-		c := chunk{gen: gen}
+	run := func(topic string, from, n int64, gen uint64) kafkaio.Chunk {
+		c := kafkaio.Chunk{Gen: gen, Next: -1}
 		for o := from; o < from+n; o++ {
-			c.msgs = append(c.msgs, kafka.Message{Topic: topic, Offset: o, Time: time.Unix(o, 0)})
+			c.Records = append(c.Records, kafkaio.Record{Topic: topic, Offset: o, Time: time.Unix(o, 0)})
 		}
 		return c
 	}
 	for _, labels := range []bool{false, true} {
 		t.Run(fmt.Sprintf("labels=%v", labels), func(t *testing.T) {
 			t.Parallel()
-			in, lab := make(chan chunk, 4), make(chan chunk, 4)
-			m := &merger{in: side{ch: in}}
+			in, lab := kafkaiotest.NewFeed(), kafkaiotest.NewFeed()
+			m := &merger{in: newSide(in, 0, false)}
 			s, feed, topic := &m.in, in, "in"
 			if labels {
-				m.lab = &side{ch: lab, lab: true}
+				ls := newSide(lab, 0, true)
+				m.lab = &ls
 				m.hwm, m.wait = func(context.Context, bool) (int64, error) { return 0, nil }, time.Second
 				s, feed, topic = m.lab, lab, "labels"
 			}
-			feed <- run(topic, 0, 5, 0)
+			feed.Push(run(topic, 0, 5, 0))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			next := func() kafka.Message {
+			next := func() *kafkaio.Record {
 				t.Helper()
 				msg, _, ok, err := m.next(ctx, nil)
 				if err != nil || !ok {
@@ -207,8 +207,8 @@ func TestMergeDropsOldGenerations(t *testing.T) {
 				}
 			}
 			s.reset(1)
-			feed <- run(topic, 5, 5, 0)   // fetched before the move
-			feed <- run(topic, 100, 3, 1) // after it
+			feed.Push(run(topic, 5, 5, 0))   // fetched before the move
+			feed.Push(run(topic, 100, 3, 1)) // after it
 			for o := int64(100); o < 103; o++ {
 				if got := next(); got.Offset != o || got.Topic != topic {
 					t.Fatalf("%s/%d, want %s/%d", got.Topic, got.Offset, topic, o)
@@ -223,7 +223,9 @@ func TestMergeDropsOldGenerations(t *testing.T) {
 // reset settles a record of the other side.
 func TestMergeResetForgetsTheOldLogEnd(t *testing.T) {
 	t.Parallel()
-	m := &merger{in: side{}, lab: &side{lab: true}}
+	m := &merger{in: newSide(kafkaiotest.NewFeed(), 0, false)}
+	lab := newSide(kafkaiotest.NewFeed(), 0, true)
+	m.lab = &lab
 	m.lab.hwm, m.lab.hwmClock, m.lab.assumed, m.lab.next = 1000, 1, 1000, 1000
 	epoch := m.lab.epoch
 	m.lab.reset(1)
@@ -242,16 +244,16 @@ func TestMergeResetForgetsTheOldLogEnd(t *testing.T) {
 // worker publishes its tally when it is false, before it may wait).
 func TestMergeReady(t *testing.T) {
 	t.Parallel()
-	records := func(topic string, from, n int64) chunk {
-		var c chunk
+	records := func(topic string, from, n int64) kafkaio.Chunk {
+		c := kafkaio.Chunk{Next: -1}
 		for o := from; o < from+n; o++ {
-			c.msgs = append(c.msgs, kafka.Message{Topic: topic, Offset: o, Time: time.Unix(2*o, 0)})
+			c.Records = append(c.Records, kafkaio.Record{Topic: topic, Offset: o, Time: time.Unix(2*o, 0)})
 		}
 		return c
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	next := func(m *merger) kafka.Message {
+	next := func(m *merger) *kafkaio.Record {
 		t.Helper()
 		msg, _, ok, err := m.next(ctx, nil)
 		if err != nil || !ok {
@@ -266,21 +268,22 @@ func TestMergeReady(t *testing.T) {
 		}
 	}
 
-	in := make(chan chunk, 4)
-	m := &merger{in: side{ch: in}}
+	in := kafkaiotest.NewFeed()
+	m := &merger{in: newSide(in, 0, false)}
 	check(m, false, "nothing fetched")
-	in <- records("in", 0, 2)
+	in.Push(records("in", 0, 2))
 	check(m, true, "a chunk queued")
 	next(m)
 	check(m, true, "one record of the chunk left")
 	next(m)
 	check(m, false, "the chunk taken")
 
-	in, lab := make(chan chunk, 4), make(chan chunk, 4)
-	m = &merger{in: side{ch: in}, lab: &side{ch: lab, lab: true}, wait: time.Second,
+	in, labFeed := kafkaiotest.NewFeed(), kafkaiotest.NewFeed()
+	lab := newSide(labFeed, 0, true)
+	m = &merger{in: newSide(in, 0, false), lab: &lab, wait: time.Second,
 		hwm: func(context.Context, bool) (int64, error) { return 0, nil }}
-	in <- records("in", 0, 2)      // times 0 and 2
-	lab <- records("labels", 0, 1) // time 0: merged after in/0 (a tie goes to the input)
+	in.Push(records("in", 0, 2))          // times 0 and 2
+	labFeed.Push(records("labels", 0, 1)) // time 0: merged after in/0 (a tie goes to the input)
 	check(m, false, "nothing merged yet")
 	next(m)
 	check(m, true, "a record on each side")

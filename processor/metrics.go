@@ -86,6 +86,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counterVec("quarantined_total", "Undecodable stored state set aside: a key's learner (its records dead-lettered) or a pending entry.", "what", quarantineNames[:], func(i int) float64 { return float64(c.quarantined[i].Load()) })
 	counter("learner_panics_total", "Records on which a learner panicked (record dead-lettered, learner restored).", func() float64 { return float64(c.panics.Load()) })
 	counterVec("offset_resets_total", "Resume offsets out of the log's range, by the policy applied.", "policy", resetNames[:], func(i int) float64 { return float64(c.resets[i].Load()) })
+	counter("log_truncations_total", "Log truncations detected under a position being read (KIP-320); reading went on where the log diverged.", func() float64 { return float64(c.truncations.Load()) })
 	counter("failed_partitions_total", "Partitions stopped by a non-retriable error (the processor is then not ready).", func() float64 { return float64(c.failed.Load()) })
 	counter("decisions_total", "Decisions (answers to arms records) emitted.", func() float64 { return float64(c.decisions.Load()) })
 	counter("updates_total", "Learner updates applied.", func() float64 { return float64(c.updates.Load()) })

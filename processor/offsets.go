@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // Offsets out of range and lag (docs/pipeline.md, "Offsets out of range"
@@ -15,63 +15,48 @@ import (
 //   - a resume offset outside [log start, log end] (the topic was recreated,
 //     retention passed it) is decided by OffsetReset, logged and counted,
 //     instead of a reader retrying for ever past the end with lag 0;
-//   - the lag gauge follows the high-water mark even when no record comes
-//     (a stalled partition shows its lag growing).
+//   - the lag gauge follows the log's end even when no record comes (a
+//     stalled partition shows its lag growing).
+//
+// A position that leaves the log while it is read comes back from the
+// reader as kafkaio.ErrOutOfRange and is decided the same way (read.go).
 
 // lagInterval is how often the probe asks for the log range.
 const lagInterval = time.Second
 
-// logRange is a partition's [first, last) offsets (last = high-water mark).
-type logRange struct{ first, last int64 }
+// rangeOf asks for topic's range of the worker's partition.
+func (w *worker) rangeOf(topic string) (kafkaio.Range, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return w.kio.Offsets(ctx, topic, int32(w.part))
+}
 
-func (p *Processor) listRanges(ctx context.Context, req *kafka.ListOffsetsRequest) (map[string]logRange, error) {
-	res, err := p.admin.ListOffsets(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]logRange{}
-	for t, ps := range res.Topics {
-		for _, po := range ps {
-			if po.Error != nil {
-				return nil, fmt.Errorf("list offsets of %s/%d: %w", t, po.Partition, po.Error)
-			}
-			out[t] = logRange{po.FirstOffset, po.LastOffset}
+// listRanges asks for the ranges of the input and, if configured, labels
+// topic's partition.
+func (w *worker) listRanges(ctx context.Context) (map[string]kafkaio.Range, error) {
+	out := map[string]kafkaio.Range{}
+	for _, t := range []string{w.cfg.InputTopic, w.cfg.LabelsTopic} {
+		if t == "" {
+			continue
 		}
+		r, err := w.kio.Offsets(ctx, t, int32(w.part))
+		if err != nil {
+			return nil, err
+		}
+		out[t] = r
 	}
 	return out, nil
 }
 
-func (w *worker) rangeRequest() *kafka.ListOffsetsRequest {
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
-		w.cfg.InputTopic: {kafka.FirstOffsetOf(w.part), kafka.LastOffsetOf(w.part)}}}
-	if w.cfg.LabelsTopic != "" {
-		req.Topics[w.cfg.LabelsTopic] = []kafka.OffsetRequest{kafka.FirstOffsetOf(w.part), kafka.LastOffsetOf(w.part)}
-	}
-	return req
-}
-
 // ranges asks for the partition's log ranges, retrying with backoff until
 // ctx ends.
-func (w *worker) ranges(ctx context.Context) (map[string]logRange, error) {
-	ep := newEpisode(w.log, "list offsets")
-	backoff := 100 * time.Millisecond
-	for {
-		r, err := w.p.listRanges(ctx, w.rangeRequest())
-		if err == nil {
-			ep.ok()
-			return r, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		ep.fail(err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, w.cfg.RetryBackoffMax)
-	}
+func (w *worker) ranges(ctx context.Context) (map[string]kafkaio.Range, error) {
+	var r map[string]kafkaio.Range
+	err := retry(ctx, w.log, "list offsets", w.cfg.RetryBackoffMax, func() (err error) {
+		r, err = w.listRanges(ctx)
+		return err
+	})
+	return r, err
 }
 
 // resolveOffsets turns the restored resume offsets into concrete offsets
@@ -85,13 +70,13 @@ func (w *worker) resolveOffsets(ctx context.Context) error {
 	}
 	in := rs[w.cfg.InputTopic]
 	// A group offset past the log end is as stale as a local one.
-	if w.outOfRange(w.nextIn, in) || w.groupIn > in.last {
+	if w.offRange(w.nextIn, in) || w.groupIn > in.End {
 		to, err := w.reset(w.cfg.InputTopic, max(w.nextIn, w.groupIn), in)
 		if err != nil {
 			return err
 		}
 		w.nextIn, w.emitFrom = to, to
-		if w.groupIn >= to && w.groupIn <= in.last {
+		if w.groupIn >= to && w.groupIn <= in.End {
 			w.emitFrom = w.groupIn // already emitted by another member
 		} else {
 			w.groupIn = min(w.groupIn, to)
@@ -101,7 +86,7 @@ func (w *worker) resolveOffsets(ctx context.Context) error {
 	}
 	if w.cfg.LabelsTopic != "" {
 		lab := rs[w.cfg.LabelsTopic]
-		if w.outOfRange(w.nextLab, lab) || w.groupLab > lab.last {
+		if w.offRange(w.nextLab, lab) || w.groupLab > lab.End {
 			to, err := w.reset(w.cfg.LabelsTopic, max(w.nextLab, w.groupLab), lab)
 			if err != nil {
 				return err
@@ -116,17 +101,18 @@ func (w *worker) resolveOffsets(ctx context.Context) error {
 	return nil
 }
 
-func (w *worker) outOfRange(off int64, r logRange) bool {
-	return off >= 0 && (off < r.first || off > r.last)
+// offRange reports whether off (a concrete offset) is outside r.
+func (w *worker) offRange(off int64, r kafkaio.Range) bool {
+	return off >= 0 && (off < r.Start || off > r.End)
 }
 
-// concrete maps kafka.FirstOffset/LastOffset onto the log's offsets.
-func concrete(off int64, r logRange) int64 {
+// concrete maps kafkaio.Start/End onto the log's offsets.
+func concrete(off int64, r kafkaio.Range) int64 {
 	switch off {
-	case kafka.FirstOffset:
-		return r.first
-	case kafka.LastOffset:
-		return r.last
+	case kafkaio.Start:
+		return r.Start
+	case kafkaio.End:
+		return r.End
 	}
 	return off
 }
@@ -134,25 +120,26 @@ func concrete(off int64, r logRange) int64 {
 // reset applies OffsetReset to offset off of topic, out of the log range r:
 // logged, counted, and the offset to read from returned (an error for
 // policy fail, after failing the partition).
-func (w *worker) reset(topic string, off int64, r logRange) (int64, error) {
+func (w *worker) reset(topic string, off int64, r kafkaio.Range) (int64, error) {
 	policy := w.cfg.OffsetReset
 	ev := w.log.Warn()
 	if policy == "fail" {
 		ev = w.log.Error()
 	}
-	ev.Str("topic", topic).Int64("offset", off).Int64("log_start", r.first).Int64("log_end", r.last).Str("policy", policy).
-		Msg("offset out of the log's range (topic recreated, or retention passed it): kafka.offset_reset applied")
+	ev.Str("topic", topic).Int64("offset", off).Int64("log_start", r.Start).Int64("log_end", r.End).Str("policy", policy).
+		Msg("offset out of the log's range (topic recreated, retention passed it, or the log was truncated): kafka.offset_reset applied")
+	w.p.noteReset(topic, w.part, off, r, policy)
 	switch policy {
 	case "earliest":
 		w.p.c.resets[resetEarliest].Add(1)
-		return r.first, nil
+		return r.Start, nil
 	case "latest":
 		w.p.c.resets[resetLatest].Add(1)
-		return r.last, nil
+		return r.End, nil
 	}
 	w.p.c.resets[resetFail].Add(1)
 	err := fmt.Errorf("topic %q partition %d: offset %d out of the log's range [%d, %d] and kafka.offset_reset is fail",
-		topic, w.part, off, r.first, r.last)
+		topic, w.part, off, r.Start, r.End)
 	w.fail(err)
 	return 0, err
 }
@@ -160,7 +147,7 @@ func (w *worker) reset(topic string, off int64, r logRange) (int64, error) {
 // probe is one answer of the probe goroutine: the log ranges and the
 // positions the worker had when the question was asked.
 type probe struct {
-	ranges        map[string]logRange
+	ranges        map[string]kafkaio.Range
 	posIn, posLab int64
 }
 
@@ -169,7 +156,6 @@ type probe struct {
 func (w *worker) runProbe(ctx context.Context, out chan<- probe) {
 	t := time.NewTicker(lagInterval)
 	defer t.Stop()
-	req := w.rangeRequest()
 	for {
 		select {
 		case <-ctx.Done():
@@ -178,10 +164,10 @@ func (w *worker) runProbe(ctx context.Context, out chan<- probe) {
 		}
 		pr := probe{posIn: w.posIn.Load(), posLab: w.posLab.Load()}
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rs, err := w.p.listRanges(qctx, req)
+		rs, err := w.listRanges(qctx)
 		cancel()
 		if err != nil {
-			continue // the fetchers report outages; the lag keeps its last value
+			continue // the readers report outages; the lag keeps its last value
 		}
 		pr.ranges = rs
 		select {
@@ -191,16 +177,16 @@ func (w *worker) runProbe(ctx context.Context, out chan<- probe) {
 	}
 }
 
-// applyProbe publishes the lag from the high-water mark, and applies
-// OffsetReset when a log shrank below the position the worker had when the
-// probe was asked (the topic was deleted and recreated while read): the
-// reader then moves to the offset the policy gives.
+// applyProbe publishes the lag from the log's end, and applies OffsetReset
+// when a log shrank below the position the worker had when the probe was
+// asked (the topic was deleted and recreated while read): the reader then
+// moves to the offset the policy gives.
 func (w *worker) applyProbe(pr probe, m *merger) {
 	in, ok := pr.ranges[w.cfg.InputTopic]
 	if !ok {
 		return
 	}
-	if pr.posIn > in.last {
+	if pr.posIn > in.End {
 		to, err := w.reset(w.cfg.InputTopic, pr.posIn, in)
 		if err != nil {
 			return
@@ -209,7 +195,7 @@ func (w *worker) applyProbe(pr probe, m *merger) {
 		w.posIn.Store(to)
 		m.in.seek(to)
 	}
-	if lab, ok := pr.ranges[w.cfg.LabelsTopic]; ok && m.lab != nil && pr.posLab > lab.last {
+	if lab, ok := pr.ranges[w.cfg.LabelsTopic]; ok && m.lab != nil && pr.posLab > lab.End {
 		to, err := w.reset(w.cfg.LabelsTopic, pr.posLab, lab)
 		if err != nil {
 			return
@@ -218,21 +204,21 @@ func (w *worker) applyProbe(pr probe, m *merger) {
 		w.posLab.Store(to)
 		m.lab.seek(to)
 	}
-	w.setLag(in.last)
+	w.setLag(in.End)
 }
 
-// setLag publishes high-water mark minus next offset (and the rest of the tally).
-func (w *worker) setLag(hwm int64) {
-	w.tally.lag = w.lagAt(hwm)
+// setLag publishes the log's end minus next offset (and the rest of the tally).
+func (w *worker) setLag(end int64) {
+	w.tally.lag = w.lagAt(end)
 	w.publish()
 }
 
-// lagAt is the partition's lag when its log ends at hwm.
-func (w *worker) lagAt(hwm int64) int64 {
+// lagAt is the partition's lag when its log ends at end.
+func (w *worker) lagAt(end int64) int64 {
 	if w.nextIn < 0 {
 		return 0
 	}
-	return max(hwm-w.nextIn, 0)
+	return max(end-w.nextIn, 0)
 }
 
 // holdFailed waits for the end of a failed partition's assignment while
@@ -244,7 +230,7 @@ func (w *worker) holdFailed(ctx context.Context, probes <-chan probe) {
 			return
 		case pr := <-probes:
 			if in, ok := pr.ranges[w.cfg.InputTopic]; ok {
-				w.setLag(in.last)
+				w.setLag(in.End)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -24,13 +25,13 @@ type worker struct {
 	part  int
 	log   zerolog.Logger
 	store *checkpoint.Store
-	out   *producer // what the emitter produces with
+	kio   kafkaio.Cluster
 	cache *learnerCache
 	pend  *pendingMap
 	dec   *decoder
 	em    *emitter
 
-	nextIn, nextLab   int64 // next offsets to read (kafka.FirstOffset/LastOffset before the first record)
+	nextIn, nextLab   int64 // next offsets to read (kafkaio.Start/End before the first record)
 	groupIn, groupLab int64 // the group's committed offsets at assignment
 	groupBehind       bool  // they lag the restored checkpoint: the next checkpoint commits even with no change
 	emitFrom          int64 // input records below it are replayed without emitting
@@ -57,7 +58,8 @@ type worker struct {
 	hard              context.Context // cancelled a bounded time after the worker's context
 	lost              bool            // an output was given up: no checkpoint may pass it
 
-	msg     kafka.Message // the record being handled
+	out     kafkaio.Record   // the output being handed to the emitter
+	hdrs    []kafkaio.Header // its propagated headers
 	kbuf    []byte
 	scores  []scored
 	logGate map[string]time.Time
@@ -74,9 +76,9 @@ type scored struct {
 	p models.Prediction
 }
 
-func newWorker(p *Processor, store *checkpoint.Store, produce *kafka.Client, part int) *worker {
+func newWorker(p *Processor, store *checkpoint.Store, kio kafkaio.Cluster, part int) *worker {
 	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
-		store: store, out: newProducer(produce, compressionCodecs[p.cfg.Compression]), dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
+		store: store, kio: kio, dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
 	for i := 0; i < p.inParts; i++ {
 		wk.partIDs = append(wk.partIDs, i)
@@ -120,40 +122,22 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		w.p.m.lag.DeleteLabelValues(part)
 		w.p.m.onDisk.DeleteLabelValues(part)
 	}()
-	emCtx, emCancel := context.WithCancel(context.Background())
-	defer emCancel()
 	if err := w.resolveOffsets(ctx); err != nil {
 		if w.failedErr != nil { // OffsetReset fail: hold the partition, not ready
 			<-ctx.Done()
 		}
 		return nil
 	}
-	w.em = newEmitter(w.out, w.log, w.p.m, w.cfg.RetryBackoffMax, w.cfg.BatchTimeout)
+	w.em = newEmitter(w.kio, w.log, w.p.m)
 	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
-	go w.em.run(emCtx)
 
-	// The fetchers stop with fctx; the worker returns once they have.
-	fctx, fcancel := context.WithCancel(ctx)
-	var fetchers []*fetcher
+	m := w.newMerger()
 	defer func() {
-		fcancel()
-		for _, f := range fetchers {
-			<-f.done
+		m.in.r.Close()
+		if m.lab != nil {
+			m.lab.r.Close()
 		}
 	}()
-	rlIn := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.InputTopic)}
-	inF := w.newFetcher(w.cfg.InputTopic, w.nextIn, rlIn)
-	fetchers = append(fetchers, inF)
-	go inF.run(fctx)
-	m := &merger{in: side{ch: inF.ch, f: inF, next: w.nextIn}}
-	if w.cfg.LabelsTopic != "" {
-		rlLab := &readerLog{ep: newEpisode(w.log, "fetch "+w.cfg.LabelsTopic)}
-		labF := w.newFetcher(w.cfg.LabelsTopic, w.nextLab, rlLab)
-		fetchers = append(fetchers, labF)
-		go labF.run(fctx)
-		m.lab = &side{ch: labF.ch, f: labF, next: w.nextLab, lab: true}
-		m.hwm, m.wait = w.hwm, w.cfg.MergeWait
-	}
 	w.markRestored()
 	w.lastCkpt = time.Now()
 	w.ckptDone = make(chan ckptResult, 1)
@@ -175,8 +159,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 		if err := w.em.failed(); err != nil {
 			w.fail(err)
-			fcancel() // stop fetching; the partition waits for revoke or shutdown
-			continue
+			continue // the partition stops reading and waits for revoke or shutdown
 		}
 		msg, fromLabels, err := w.nextOrTick(ctx, m, tick.C)
 		if err != nil {
@@ -188,6 +171,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 			w.sinceCkpt++
 			w.tally.n++
+			if !fromLabels {
+				w.tally.lag = w.lagAt(m.in.hw)
+			}
 		}
 		if msg == nil || w.tally.n >= publishEvery || !m.ready() {
 			w.publish()
@@ -197,6 +183,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			w.applyProbe(pr, m)
 		default:
 		}
+		w.retryReads(m)
 		if err := w.pollCheckpoint(); err != nil {
 			return err
 		}
@@ -214,7 +201,12 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	}
 	if w.failedErr != nil {
 		// Failed: nothing past the failed output may be checkpointed; the
-		// partition holds still until revoked or shut down, its lag shown.
+		// partition holds still until revoked or shut down, its lag shown,
+		// and reads nothing meanwhile.
+		m.in.r.Close()
+		if m.lab != nil {
+			m.lab.r.Close()
+		}
 		w.publish()
 		w.holdFailed(ctx, probes)
 	}
@@ -233,14 +225,12 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	return nil
 }
 
-func (w *worker) nextOrTick(ctx context.Context, m *merger, tick <-chan time.Time) (*kafka.Message, bool, error) {
+func (w *worker) nextOrTick(ctx context.Context, m *merger, tick <-chan time.Time) (*kafkaio.Record, bool, error) {
 	msg, lab, ok, err := m.next(ctx, tick)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	// In a field, not on the heap: handle keeps no pointer to the message.
-	w.msg = msg
-	return &w.msg, lab, nil
+	return msg, lab, nil
 }
 
 func (w *worker) markRestored() {

@@ -1,5 +1,6 @@
 // Package processor is kernelstream's stream engine: a kafka-go consumer
-// group whose members run one worker goroutine per assigned input partition.
+// group whose members run one worker goroutine per assigned input partition,
+// reading and producing through package kafkaio (franz-go's kgo).
 // Each worker routes a record to the learner of its key, predicts, emits the
 // prediction, and updates on the label (inline or delayed through the
 // partition's pending map); it dead-letters unusable records; and it
@@ -24,6 +25,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -36,16 +38,17 @@ type Processor struct {
 	loss     models.Loss
 	factory  *models.Factory // the learners of cfg.Model, shared by the partitions
 	specHash uint64
-	inParts  int           // the input topic's partition count (start-up checks)
-	admin    *kafka.Client // metadata and offsets (start-up checks, lag probe)
+	inParts  int             // the input topic's partition count (start-up checks)
+	admin    *kafka.Client   // metadata and topic configs (start-up checks)
+	kio      kafkaio.Cluster // the record path: reads, produces, offsets
+	events   eventLog        // truncations and offset resets, for /readyz
 
 	mu       sync.Mutex
 	assigned map[int]bool  // partition -> restored (replay done)
 	failed   map[int]error // partitions stopped by a non-retriable error
 	inGen    bool
 
-	staged atomic.Int64  // checkpoints that took the staged path (tests)
-	clw    *kafka.Writer // changelog writer (nil without a changelog)
+	staged atomic.Int64 // checkpoints that took the staged path (tests)
 
 	sbMu     sync.Mutex
 	standbys map[int]*standbyCopy // warm copies of changelog partitions (standby.go)
@@ -156,16 +159,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		store.Close()
 	}()
 
-	// One client (one connection pool) for every partition's producer.
-	produce := p.client()
-	if t, ok := produce.Transport.(*kafka.Transport); ok && cfg.Transport == nil {
-		defer t.CloseIdleConnections()
-	}
-
 	p.admin = p.client()
-	if t, ok := p.admin.Transport.(*kafka.Transport); ok && p.cfg.Transport == nil {
-		defer t.CloseIdleConnections()
-	}
+	defer p.admin.Transport.(*kafka.Transport).CloseIdleConnections()
 	if err := p.startupChecks(ctx, store); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -179,14 +174,20 @@ func (p *Processor) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("processor: %w: %w", ErrClusterMismatch, err)
 		}
-		p.clw = &kafka.Writer{
-			Addr: kafka.TCP(cfg.Brokers...), Balancer: partitionBalancer, RequiredAcks: kafka.RequireAll,
-			BatchTimeout: time.Millisecond, BatchSize: 1000, BatchBytes: int64(cfg.Changelog.MaxMessageBytes) + 64<<10,
-			MaxAttempts: 5, WriteBackoffMin: 50 * time.Millisecond, WriteBackoffMax: time.Second,
-			Transport: cfg.Transport, Compression: compressionCodecs[cfg.Compression],
-		}
-		defer p.clw.Close()
 	}
+	limits, err := p.batchLimits(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	kc, err := kafkaio.New(p.kafkaOptions(limits))
+	if err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	defer kc.Close() // after the workers and standbys, deferred below
+	p.kio = kc
 
 	topics := []string{cfg.InputTopic}
 	if cfg.LabelsTopic != "" {
@@ -224,8 +225,12 @@ func (p *Processor) Run(ctx context.Context) error {
 	if len(balancers) == 0 {
 		balancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}}
 	}
+	dialer, err := p.dialer()
+	if err != nil {
+		return err
+	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: cfg.Group, Brokers: cfg.Brokers, Dialer: cfg.Dialer, Topics: groupTopics,
+		ID: cfg.Group, Brokers: cfg.Brokers, Dialer: dialer, Topics: groupTopics,
 		GroupBalancers: balancers, HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
 		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: 200 * time.Millisecond, StartOffset: start,
 		Timeout:     5 * time.Second,
@@ -277,7 +282,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		ep.ok()
 		backoff = 100 * time.Millisecond
-		if err := p.runGeneration(ctx, gen, store, produce, leave); err != nil {
+		if err := p.runGeneration(ctx, gen, store, leave); err != nil {
 			leave()
 			return err
 		}
@@ -291,7 +296,7 @@ func (p *Processor) Run(ctx context.Context) error {
 // generation ends or ctx is cancelled, and returns once they have all
 // checkpointed. On shutdown it leaves the group before the generation's
 // goroutine returns, so that kafka-go does not rejoin in between.
-func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, store *checkpoint.Store, produce *kafka.Client, leave func()) error {
+func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, store *checkpoint.Store, leave func()) error {
 	cfg := p.cfg
 	groupLab := map[int]int64{}
 	for _, a := range gen.Assignments[cfg.LabelsTopic] {
@@ -352,12 +357,12 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 			if cfg.LabelsTopic != "" && !hasLab {
 				p.log.Error().Int("partition", a.ID).Str("labels_topic", cfg.LabelsTopic).
 					Msg("labels partition not assigned with its input partition (balancer must co-partition); reading it anyway")
-				lab = kafka.FirstOffset
+				lab = kafkaio.Start
 				if cfg.StartOffset == "latest" {
-					lab = kafka.LastOffset
+					lab = kafkaio.End
 				}
 			}
-			w := newWorker(p, store, produce, a.ID)
+			w := newWorker(p, store, p.kio, a.ID)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // restore loads the partition's checkpoint and decides where to read from
 // and from where to emit (docs/pipeline.md, "Checkpoints and recovery").
 func (w *worker) restore(groupIn, groupLab int64) error {
 	cfg := w.cfg
-	start := kafka.FirstOffset
+	start := kafkaio.Start
 	if cfg.StartOffset == "latest" {
-		start = kafka.LastOffset
+		start = kafkaio.End
 	}
 	w.groupIn, w.groupLab = groupIn, groupLab
 	if cfg.Changelog.Topic != "" {
@@ -45,10 +45,10 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 		// group's offset (if any) without emitting.
 		w.nextIn, w.nextLab, w.emitFrom = start, start, 0
 		if groupIn >= 0 {
-			w.nextIn, w.emitFrom = kafka.FirstOffset, groupIn
+			w.nextIn, w.emitFrom = kafkaio.Start, groupIn
 		}
 		if groupLab >= 0 {
-			w.nextLab = kafka.FirstOffset
+			w.nextLab = kafkaio.Start
 		}
 	}
 	var entries []*pendingEntry

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -35,11 +35,12 @@ func (l *ptestPanic) Update(x []float64, p models.Prediction, y float64) error {
 }
 
 // handleWorker is a worker without a broker: records go through handle,
-// outputs are collected from the emitter's channel.
+// outputs are collected by an in-memory cluster.
 type handleWorker struct {
 	*worker
 	store *checkpoint.Store
-	out   chan outMsg
+	kio   *kafkaiotest.Cluster
+	read  int // outputs returned by next
 }
 
 func newHandleWorker(t *testing.T, algo string, mod func(*Config), seed func(*checkpoint.Store)) *handleWorker {
@@ -58,22 +59,17 @@ func newHandleWorker(t *testing.T, algo string, mod func(*Config), seed func(*ch
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorker(p, store, nil, 0)
+	kio := &kafkaiotest.Cluster{}
+	w := newWorker(p, store, kio, 0)
 	if seed != nil {
 		seed(store)
 	}
 	if err := w.restore(-1, -1); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	w.em = newEmitter(nil, w.log, p.m, time.Second, 0)
+	w.em = newEmitter(kio, w.log, p.m)
 	w.hard = context.Background()
-	out := make(chan outMsg, 1024)
-	go func() {
-		for m := range w.em.ch {
-			out <- m
-		}
-	}()
-	return &handleWorker{worker: w, store: store, out: out}
+	return &handleWorker{worker: w, store: store, kio: kio}
 }
 
 var handleBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -81,27 +77,29 @@ var handleBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func (h *handleWorker) feed(t *testing.T, key, value string) {
 	t.Helper()
 	off := max(h.nextIn, 0)
-	m := &kafka.Message{Topic: "in", Partition: h.part, Key: []byte(key), Value: []byte(value), Offset: off,
-		Time: handleBase.Add(time.Duration(off) * time.Millisecond), HighWaterMark: off + 1}
+	m := &kafkaio.Record{Topic: "in", Partition: int32(h.part), Key: []byte(key), Value: []byte(value), Offset: off,
+		Time: handleBase.Add(time.Duration(off) * time.Millisecond)}
 	if err := h.handle(context.Background(), m, false); err != nil {
 		t.Fatalf("handle %s %s: %v", key, value, err)
 	}
 }
 
 // next returns the next emitted message (prediction or dead letter).
-func (h *handleWorker) next(t *testing.T) outMsg {
+func (h *handleWorker) next(t *testing.T) kafkaio.Record {
 	t.Helper()
-	select {
-	case m := <-h.out:
-		return m
-	case <-time.After(5 * time.Second):
+	out := h.kio.Produced()
+	if h.read >= len(out) {
 		t.Fatal("nothing emitted")
 	}
-	return outMsg{}
+	h.read++
+	return out[h.read-1]
 }
 
-func reasonHeader(m outMsg) string {
-	for _, hd := range m.msg.Headers {
+// drain forgets what was emitted so far.
+func (h *handleWorker) drain() { h.read = len(h.kio.Produced()) }
+
+func reasonHeader(m kafkaio.Record) string {
+	for _, hd := range m.Headers {
 		if hd.Key == headerReason {
 			return string(hd.Value)
 		}
@@ -130,7 +128,7 @@ func TestTsSkew(t *testing.T) {
 			h.feed(t, "k", fmt.Sprintf(`{"id":"1","x":[1,2],"ts":%d}`, tc.ts))
 			m := h.next(t)
 			if got := reasonHeader(m) == "bad_timestamp"; got != tc.dead {
-				t.Fatalf("dead-lettered %v, want %v (topic %s)", got, tc.dead, m.msg.Topic)
+				t.Fatalf("dead-lettered %v, want %v (topic %s)", got, tc.dead, m.Topic)
 			}
 			if tc.dead && h.watermark != math.MinInt64 {
 				t.Errorf("watermark moved to %d by a rejected ts", h.watermark)
@@ -149,7 +147,7 @@ func TestWrongPartition(t *testing.T) {
 	parts := []int{0, 1, 2}
 	for i := 0; own == "" || other == ""; i++ {
 		k := fmt.Sprintf("key-%d", i)
-		if murmur2.Balance(kafka.Message{Key: []byte(k)}, parts...) == 0 {
+		if partitionOf(&kafkaio.Record{Key: []byte(k)}, parts) == 0 {
 			own = k
 		} else {
 			other = k
@@ -160,8 +158,8 @@ func TestWrongPartition(t *testing.T) {
 			h := newHandleWorker(t, "ptest-lms", func(c *Config) { c.WrongPartition = policy }, nil)
 			h.partIDs = parts
 			h.feed(t, own, `{"id":"1","x":[1,2]}`)
-			if m := h.next(t); m.msg.Topic != "out" {
-				t.Fatalf("own key went to %s", m.msg.Topic)
+			if m := h.next(t); m.Topic != "out" {
+				t.Fatalf("own key went to %s", m.Topic)
 			}
 			h.feed(t, other, `{"id":"2","x":[1,2]}`)
 			m := h.next(t)
@@ -169,8 +167,8 @@ func TestWrongPartition(t *testing.T) {
 				t.Errorf("wrong-partition count %d, want 1", n)
 			}
 			wantTopic := map[string]string{"count": "out", "dead_letter": "dlq"}[policy]
-			if m.msg.Topic != wantTopic {
-				t.Errorf("wrong-partition record went to %s, want %s", m.msg.Topic, wantTopic)
+			if m.Topic != wantTopic {
+				t.Errorf("wrong-partition record went to %s, want %s", m.Topic, wantTopic)
 			}
 		})
 	}
@@ -184,7 +182,7 @@ func BenchmarkCheckPartition(b *testing.B) {
 	}
 	w := newWorker(p, nil, nil, 0)
 	w.partIDs = []int{0, 1, 2, 3, 4, 5, 6, 7}
-	msg := &kafka.Message{Key: []byte("user-12345")}
+	msg := &kafkaio.Record{Key: []byte("user-12345")}
 	w.logGate["wrong_partition"] = time.Now().Add(time.Hour)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -211,8 +209,8 @@ func TestLearnerPanicContained(t *testing.T) {
 	h.cache.committed(0)
 	want := unwrap(h.cache.live["a"].l).(*ptestPanic).w[0]
 	h.feed(t, "a", `{"id":"3","x":[1,2],"y":999}`)
-	if m := h.next(t); m.msg.Topic != "out" {
-		t.Fatalf("prediction of the panicking record went to %s", m.msg.Topic)
+	if m := h.next(t); m.Topic != "out" {
+		t.Fatalf("prediction of the panicking record went to %s", m.Topic)
 	}
 	if m := h.next(t); reasonHeader(m) != "learner_panic" {
 		t.Fatalf("panicking record: reason %q, want learner_panic", reasonHeader(m))
@@ -227,8 +225,8 @@ func TestLearnerPanicContained(t *testing.T) {
 		t.Errorf("a's w[0] = %v after the panic, want the checkpointed %v", got, want)
 	}
 	h.feed(t, "b", `{"id":"5","x":[1,2],"y":2}`)
-	if m := h.next(t); m.msg.Topic != "out" {
-		t.Fatalf("other key after the panic: %s", m.msg.Topic)
+	if m := h.next(t); m.Topic != "out" {
+		t.Fatalf("other key after the panic: %s", m.Topic)
 	}
 }
 
@@ -249,11 +247,11 @@ func TestCorruptStateQuarantined(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		h.feed(t, "bad", fmt.Sprintf(`{"id":"b%d","x":[1,2],"y":1}`, i))
 		if m := h.next(t); reasonHeader(m) != "corrupt_state" {
-			t.Fatalf("record of the corrupt key: topic %s reason %q", m.msg.Topic, reasonHeader(m))
+			t.Fatalf("record of the corrupt key: topic %s reason %q", m.Topic, reasonHeader(m))
 		}
 		h.feed(t, "good", fmt.Sprintf(`{"id":"g%d","x":[1,2],"y":1}`, i))
-		if m := h.next(t); m.msg.Topic != "out" {
-			t.Fatalf("record of a sound key: topic %s", m.msg.Topic)
+		if m := h.next(t); m.Topic != "out" {
+			t.Fatalf("record of a sound key: topic %s", m.Topic)
 		}
 	}
 	if n := h.p.c.quarantined[quarantineLearner].Load(); n != 1 {

@@ -3,19 +3,23 @@ package processor
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // The worker's output path: predictions and dead letters handed to the
 // partition's emitter in sequence.
 
-// send queues a prediction for the output topic.
-func (w *worker) send(ctx context.Context, in *kafka.Message, out *prediction) error {
+// send produces a prediction to the output topic.
+func (w *worker) send(ctx context.Context, in *kafkaio.Record, out *prediction) error {
 	value := w.outSlab.take(appendPrediction(w.outSlab.tail(), out))
 	w.tally.predictions++
-	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value, Headers: w.propagated(in.Headers)}, input: in.Time, output: true})
+	w.hdrs = w.propagated(w.hdrs[:0], in.Headers)
+	w.out = kafkaio.Record{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value, Headers: w.hdrs}
+	return w.enqueue(ctx, &w.out, in.Time, true)
 }
 
 // slab hands out the values of predictions from 64 KiB arrays: one
@@ -46,32 +50,25 @@ func (s *slab) take(v []byte) []byte {
 	return v[:len(v):len(v)]
 }
 
-// enqueue hands m to the emitter. It gives up only at the hard deadline
-// (the record in hand at shutdown is still emitted); a message given up
-// makes the final checkpoint impossible, so the records since the last one
-// are replayed by the next owner.
-func (w *worker) enqueue(_ context.Context, m outMsg) error {
+// enqueue hands out to the emitter as the partition's next output. It
+// gives up only when the emitter stopped or at the hard deadline (the
+// record in hand at shutdown is still emitted); an output given up makes
+// every later checkpoint impossible, so the records since the last one are
+// replayed by the next owner.
+func (w *worker) enqueue(_ context.Context, out *kafkaio.Record, input time.Time, output bool) error {
 	w.seq++
-	m.seq = w.seq
-	select { // the common case, without the three-way select's cost
-	case w.em.ch <- m:
-		return nil
-	default:
-	}
-	select {
-	case w.em.ch <- m:
-		return nil
-	case <-w.em.done: // stopped by a non-retriable error (run's loop sees it)
+	if err := w.em.emit(w.hard, w.seq, out, input, output); err != nil {
 		w.lost = true
-		return errEmitterStopped
-	case <-w.hard.Done():
-		w.lost = true
-		return w.hard.Err()
+		if w.em.failed() != nil {
+			return errEmitterStopped
+		}
+		return err
 	}
+	return nil
 }
 
 // dead sends the record unchanged to the dead-letter topic with headers.
-func (w *worker) dead(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
+func (w *worker) dead(ctx context.Context, msg *kafkaio.Record, emit bool, err error) error {
 	c := &w.p.c
 	rs := reasonOf(err)
 	c.dead[rs].Add(1)
@@ -82,14 +79,15 @@ func (w *worker) dead(ctx context.Context, msg *kafka.Message, emit bool, err er
 	if !emit {
 		return nil
 	}
-	headers := make([]kafka.Header, 0, len(msg.Headers)+5)
+	headers := make([]kafkaio.Header, 0, len(msg.Headers)+5)
 	headers = append(headers, msg.Headers...)
 	headers = append(headers,
-		kafka.Header{Key: headerReason, Value: []byte(reasonNames[rs])},
-		kafka.Header{Key: headerError, Value: []byte(err.Error())},
-		kafka.Header{Key: headerTopic, Value: []byte(msg.Topic)},
-		kafka.Header{Key: headerPartition, Value: []byte(strconv.Itoa(msg.Partition))},
-		kafka.Header{Key: headerOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
-	_ = w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: msg.Value, Headers: headers, Time: msg.Time}})
+		kafkaio.Header{Key: headerReason, Value: []byte(reasonNames[rs])},
+		kafkaio.Header{Key: headerError, Value: []byte(err.Error())},
+		kafkaio.Header{Key: headerTopic, Value: []byte(msg.Topic)},
+		kafkaio.Header{Key: headerPartition, Value: []byte(strconv.Itoa(int(msg.Partition)))},
+		kafkaio.Header{Key: headerOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
+	w.out = kafkaio.Record{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: msg.Value, Headers: headers, Time: msg.Time}
+	_ = w.enqueue(ctx, &w.out, msg.Time, false)
 	return nil
 }

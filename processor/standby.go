@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/kernelstream/kernelstream/changelog"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // Standby replicas (ChangelogConfig.StandbyReplicas; docs/pipeline.md,
@@ -47,13 +46,13 @@ func (c *standbyCopy) stop() {
 }
 
 // apply adds a record to the copy unless it was stopped.
-func (c *standbyCopy) apply(topic string, m kafka.Message) error {
+func (c *standbyCopy) apply(m *kafkaio.Record) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		return context.Canceled
 	}
-	return c.st.Apply(topic, m)
+	return c.st.Apply(m)
 }
 
 // syncStandbys starts tailing the changelog partitions newly assigned to this
@@ -99,7 +98,6 @@ func (p *Processor) startTailer(part int, c *standbyCopy) {
 	c.cancel = cancel
 	lag := p.m.standbyLag.WithLabelValues(strconv.Itoa(part))
 	src := p.changelogSource()
-	apply := func(m kafka.Message) error { return c.apply(src.Topic, m) }
 	go func() {
 		ep := newEpisode(p.log.With().Int("partition", part).Logger(), "standby: follow the changelog")
 		backoff := 100 * time.Millisecond
@@ -107,7 +105,7 @@ func (p *Processor) startTailer(part int, c *standbyCopy) {
 			c.mu.Lock()
 			from := c.st.Next
 			c.mu.Unlock()
-			err := src.Follow(ctx, part, from, apply, func(n int64) { lag.Set(float64(n)) })
+			err := src.Follow(ctx, part, from, c.apply, func(n int64) { lag.Set(float64(n)) })
 			if ctx.Err() != nil {
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,19 +27,6 @@ var ErrClusterMismatch = errors.New("processor: the cluster does not match the c
 // ErrSpecMismatch: the checkpoint directory holds state of another model
 // spec. cmd/consumer exits with status 4.
 var ErrSpecMismatch = errors.New("processor: checkpoint directory holds state of another model spec")
-
-// client is a kafka-go admin client with the writers' transport (TLS,
-// SASL). Without one it gets its own Transport rather than kafka-go's
-// DefaultTransport: a transport caches a failed dial for its address, and
-// the process's other clients must not inherit that from the start-up
-// checks run before the brokers were up.
-func (p *Processor) client() *kafka.Client {
-	t := p.cfg.Transport
-	if t == nil {
-		t = &kafka.Transport{}
-	}
-	return &kafka.Client{Addr: kafka.TCP(p.cfg.Brokers...), Transport: t, Timeout: 10 * time.Second}
-}
 
 // topicRole names a configured topic by its Config field.
 type topicRole struct{ field, topic string }
@@ -192,4 +180,54 @@ func (w *worker) fail(err error) {
 	w.failedErr = err
 	w.p.setFailed(w.part, err)
 	w.log.Error().Err(err).Msg("partition stopped: this error does not go away by retrying; fix the cause and restart (the partition resumes from its last checkpoint); /readyz reports not ready meanwhile")
+}
+
+// defaultMaxMessageBytes is Kafka's default max.message.bytes, for a topic
+// whose configuration cannot be read.
+const defaultMaxMessageBytes = 1000012
+
+// batchLimits reads the max.message.bytes of the topics the processor
+// writes (output, dead letters, changelog), so that the producer never
+// builds a record batch the topic would refuse: the limit counts the whole
+// encoded batch, headers and framing included.
+func (p *Processor) batchLimits(ctx context.Context) (func(topic string) int32, error) {
+	topics := []string{p.cfg.OutputTopic, p.cfg.DLQTopic}
+	if p.cfg.Changelog.Topic != "" {
+		topics = append(topics, p.cfg.Changelog.Topic)
+	}
+	req := &kafka.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{ResourceType: kafka.ResourceTypeTopic,
+			ResourceName: t, ConfigNames: []string{"max.message.bytes"}})
+	}
+	limits := map[string]int32{}
+	err := retry(ctx, p.log, "describe topic configs", p.cfg.RetryBackoffMax, func() error {
+		res, err := p.admin.DescribeConfigs(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, r := range res.Resources {
+			if r.Error != nil {
+				p.log.Warn().Err(r.Error).Str("topic", r.ResourceName).Int("assumed", defaultMaxMessageBytes).
+					Msg("cannot read the topic's max.message.bytes; assuming Kafka's default")
+				continue
+			}
+			for _, e := range r.ConfigEntries {
+				if v, err := strconv.ParseInt(e.ConfigValue, 10, 32); e.ConfigName == "max.message.bytes" && err == nil && v > 0 {
+					limits[r.ResourceName] = int32(v)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.log.Debug().Interface("max_message_bytes", limits).Msg("topic limits")
+	return func(topic string) int32 {
+		if v, ok := limits[topic]; ok {
+			return v
+		}
+		return defaultMaxMessageBytes
+	}, nil
 }

@@ -66,6 +66,10 @@ type Stats struct {
 	// OffsetResets counts resume offsets out of the log's range, by the
 	// policy applied: "earliest", "latest", "fail".
 	OffsetResets map[string]int64
+	// Truncations counts log truncations detected under a position being
+	// read (KIP-320: records replaced by an unclean leader election);
+	// reading goes on where the log diverged.
+	Truncations int64
 	// FailedPartitions counts partitions stopped by a non-retriable error
 	// (produce refused, offset out of range with policy fail).
 	FailedPartitions int64
@@ -96,6 +100,7 @@ type counters struct {
 	quarantined [numQuarantines]atomic.Int64
 	panics      atomic.Int64
 	resets      [numResets]atomic.Int64
+	truncations atomic.Int64
 	failed      atomic.Int64  // partitions stopped by a non-retriable error
 	acked       atomic.Int64  // predictions acknowledged by the brokers
 	lossBits    atomic.Uint64 // float64 sum, CAS-added
@@ -186,6 +191,7 @@ func (c *counters) snapshot() Stats {
 		s.Quarantined[quarantineNames[i]] = c.quarantined[i].Load()
 	}
 	s.LearnerPanics = c.panics.Load()
+	s.Truncations = c.truncations.Load()
 	s.OffsetResets = map[string]int64{}
 	for i := range c.resets {
 		s.OffsetResets[resetNames[i]] = c.resets[i].Load()

@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -24,11 +25,11 @@ type tester struct {
 	w     *worker
 	store *checkpoint.Store
 	dir   string
-	next  map[string]int64 // next offset per topic
-	base  time.Time        // Kafka timestamp of offset 0; each record is 1 ms later
-	seen  int              // records consumed (their timestamps)
-	out   []kafka.Message  // everything emitted, in order
-	done  bool             // the store is closed
+	next  map[string]int64     // next offset per topic
+	base  time.Time            // Kafka timestamp of offset 0; each record is 1 ms later
+	seen  int                  // records consumed (their timestamps)
+	kio   *kafkaiotest.Cluster // what the worker produced
+	done  bool                 // the store is closed
 }
 
 // newTester builds a worker for partition 0 of a processor with spec and the
@@ -56,11 +57,12 @@ func newTester(t *testing.T, spec models.Spec, tune func(*Config)) *tester {
 			store.Close()
 		}
 	})
-	w := newWorker(p, store, nil, 0)
+	ts.kio = &kafkaiotest.Cluster{}
+	w := newWorker(p, store, ts.kio, 0)
 	if err := w.restore(-1, -1); err != nil {
 		t.Fatal(err)
 	}
-	w.em = newEmitter(nil, w.log, p.m, time.Second, 0)
+	w.em = newEmitter(ts.kio, w.log, p.m)
 	w.hard = context.Background()
 	ts.w = w
 	return ts
@@ -78,8 +80,8 @@ func (ts *tester) consume(recs ...testRecord) {
 		}
 		off := ts.next[topic]
 		ts.next[topic] = off + 1
-		msg := &kafka.Message{Topic: topic, Partition: 0, Offset: off, Value: []byte(r.value),
-			Time: ts.base.Add(time.Duration(ts.seen) * time.Millisecond), HighWaterMark: off + 1}
+		msg := &kafkaio.Record{Topic: topic, Partition: 0, Offset: off, Value: []byte(r.value),
+			Time: ts.base.Add(time.Duration(ts.seen) * time.Millisecond)}
 		if r.key != "" {
 			msg.Key = []byte(r.key)
 		}
@@ -89,19 +91,6 @@ func (ts *tester) consume(recs ...testRecord) {
 		}
 		ts.w.sinceCkpt++ // as the run loop counts
 		ts.w.publish()   // as the run loop does before it may wait
-		ts.drain()
-	}
-}
-
-// drain moves what the worker queued for the emitter into ts.out.
-func (ts *tester) drain() {
-	for {
-		select {
-		case m := <-ts.w.em.ch:
-			ts.out = append(ts.out, m.msg)
-		default:
-			return
-		}
 	}
 }
 
@@ -109,7 +98,7 @@ func (ts *tester) drain() {
 // broker tests' consumer does.
 func (ts *tester) emitted(topic string) []outRecord {
 	var rs []outRecord
-	for _, m := range ts.out {
+	for _, m := range ts.kio.Produced() {
 		if m.Topic != topic {
 			continue
 		}

@@ -79,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *check {
 		// Also read the TLS and SASL files, as the service would at start.
-		if _, _, err := cfg.Kafka.Clients(); err != nil {
+		if _, _, err := cfg.Kafka.Security(); err != nil {
 			fmt.Fprintln(stderr, "consumer:", err)
 			return 2
 		}

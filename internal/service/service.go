@@ -61,7 +61,14 @@ func Serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 		// Not ready once shutting down: Kubernetes stops routing to a pod
 		// that is leaving.
 		ready := func() bool { return ctx.Err() == nil && p.Ready() }
-		srv = &http.Server{Handler: Handler(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+		events := func() []string {
+			var out []string
+			for _, e := range p.Events() {
+				out = append(out, e.String())
+			}
+			return out
+		}
+		srv = &http.Server{Handler: Handler(reg, ready, events), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error().Err(err).Str("addr", cfg.HTTP.Addr).Msg("http server failed")
@@ -101,19 +108,29 @@ func Serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 	return nil
 }
 
-// Handler serves the three operational endpoints.
-func Handler(reg *prometheus.Registry, ready func() bool) http.Handler {
+// Handler serves the three operational endpoints. /readyz lists, after
+// its verdict, the latest events (log truncations, offset resets) that did
+// not stop processing but that an operator must know of.
+func Handler(reg *prometheus.Registry, ready func() bool, events func() []string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n")) //nolint:errcheck
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		body := "ready\n"
 		if !ready() {
-			http.Error(w, "not ready: partitions not yet assigned and restored, or a partition stopped by a non-retriable error (see the log and kernelstream_failed_partitions_total)", http.StatusServiceUnavailable)
-			return
+			body = "not ready: partitions not yet assigned and restored, or a partition stopped by a non-retriable error (see the log and kernelstream_failed_partitions_total)\n"
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		w.Write([]byte("ready\n")) //nolint:errcheck
+		if ev := events(); len(ev) > 0 {
+			body += "events (latest last):\n"
+			for _, e := range ev {
+				body += "  " + e + "\n"
+			}
+		}
+		w.Write([]byte(body)) //nolint:errcheck
 	})
 	return mux
 }

@@ -1,0 +1,73 @@
+package kafkaio
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// produced is one record in kgo's hands, pooled: its promise is a closure
+// bound to it once, when it is made, so the promise finds it again without
+// a map or an allocation per record. The record's kgo Context is the
+// caller's, which kgo may still read after the promise (a wait for an
+// unknown topic keeps the first record's context): nothing of the
+// wrapper's own is exposed to kgo but the record it reuses.
+type produced struct {
+	kr      kgo.Record
+	hdrs    []kgo.RecordHeader
+	src     *Record
+	done    func(*Record, error)
+	promise func(*kgo.Record, error)
+}
+
+// Produce implements Cluster.
+func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
+	w, _ := c.wraps.Get().(*produced)
+	if w == nil {
+		w = &produced{}
+		w.promise = func(kr *kgo.Record, err error) { c.delivered(w, kr, err) }
+	}
+	w.src, w.done = r, done
+	w.hdrs = w.hdrs[:0]
+	for _, h := range r.Headers {
+		w.hdrs = append(w.hdrs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	w.kr = kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: w.hdrs,
+		Timestamp: r.Time, Context: ctx}
+	c.cl.Produce(ctx, &w.kr, w.promise)
+}
+
+// delivered is the promise of every produced record.
+func (c *Client) delivered(w *produced, kr *kgo.Record, err error) {
+	r, done := w.src, w.done
+	if err == nil {
+		r.Partition, r.Offset = kr.Partition, kr.Offset
+	}
+	clear(w.hdrs)
+	w.src, w.done, w.kr = nil, nil, kgo.Record{}
+	c.wraps.Put(w)
+	done(r, err)
+}
+
+// partitioner places a record on the partition it names, and a record
+// without one (Partition -1) as Kafka's Java client does: murmur2 of the
+// key modulo the partition count (kgo's StickyKeyPartitioner; records
+// without a key stick to one partition per batch).
+type partitioner struct{ keyed kgo.Partitioner }
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return topicPartitioner{p.keyed.ForTopic(topic)}
+}
+
+type topicPartitioner struct{ keyed kgo.TopicPartitioner }
+
+func (t topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return r.Partition >= 0 || t.keyed.RequiresConsistency(r)
+}
+
+func (t topicPartitioner) Partition(r *kgo.Record, n int) int {
+	if r.Partition >= 0 {
+		return int(r.Partition)
+	}
+	return t.keyed.Partition(r, n)
+}
