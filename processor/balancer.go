@@ -19,6 +19,37 @@ import (
 // members support).
 const StickyProtocolName = "kernelstream-sticky"
 
+// StateAwareBalancer is a group balancer that Run keeps informed of where
+// this member's partition state is, so that the assignment can follow the
+// state: the standby setting before joining, the partitions restored from
+// the local store at start-up, and the partitions owned in every
+// generation. Run recognizes it among Config.GroupBalancers; any other
+// balancer is used as it is. StickyBalancer implements it.
+type StateAwareBalancer interface {
+	kafka.GroupBalancer
+	// Identity returns the stable identity this member announces.
+	Identity() string
+	// SetStandby hands the partitions of topic (the changelog) out as
+	// standby tasks, replicas per partition. Called before joining.
+	SetStandby(topic string, replicas int)
+	// SetRestored states the partitions (topic -> partition numbers) whose
+	// state the local store holds. Called before joining.
+	SetRestored(topicPartitions map[string][]int)
+	// SetOwnedAssignments states a new generation's assignment.
+	SetOwnedAssignments(assignments map[string][]kafka.PartitionAssignment)
+}
+
+// stateAware returns the balancers of bs that Run keeps informed.
+func stateAware(bs []kafka.GroupBalancer) []StateAwareBalancer {
+	var out []StateAwareBalancer
+	for _, b := range bs {
+		if s, ok := b.(StateAwareBalancer); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // StickyBalancer is a kafka.GroupBalancer that keeps partitions on the member
 // (by stable identity) that holds their state. It is safe for concurrent use.
 // Use one per consumer process: it carries what this member owns.
@@ -29,7 +60,7 @@ type StickyBalancer struct {
 	standby sticky.Standby
 }
 
-var _ kafka.GroupBalancer = (*StickyBalancer)(nil)
+var _ StateAwareBalancer = (*StickyBalancer)(nil)
 
 // NewStickyBalancer returns a balancer for a member with the given stable
 // identity (normally config kafka.instance_id or MemberIdentity()). With an
