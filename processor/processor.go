@@ -197,10 +197,8 @@ func (p *Processor) Run(ctx context.Context) error {
 	if n := cfg.Changelog.StandbyReplicas; n > 0 {
 		// Standby tasks are assignments of the changelog topic.
 		groupTopics = append(append([]string(nil), topics...), cfg.Changelog.Topic)
-		for _, b := range cfg.GroupBalancers {
-			if s, ok := b.(interface{ SetStandby(string, int) }); ok {
-				s.SetStandby(cfg.Changelog.Topic, n)
-			}
+		for _, b := range stateAware(cfg.GroupBalancers) {
+			b.SetStandby(cfg.Changelog.Topic, n)
 		}
 		defer p.stopStandbys()
 	}
@@ -211,10 +209,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		for _, t := range topics {
 			claims[t] = held
 		}
-		for _, b := range cfg.GroupBalancers {
-			if r, ok := b.(interface{ SetRestored(map[string][]int) }); ok {
-				r.SetRestored(claims)
-			}
+		for _, b := range stateAware(cfg.GroupBalancers) {
+			b.SetRestored(claims)
 		}
 	}
 	start := kafka.FirstOffset
@@ -316,12 +312,8 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 		ids[i] = a.ID
 	}
 	p.log.Info().Int32("generation", gen.ID).Str("member", gen.MemberID).Ints("partitions", ids).Msg("assigned")
-	for _, b := range cfg.GroupBalancers {
-		if o, ok := b.(interface {
-			SetOwnedAssignments(map[string][]kafka.PartitionAssignment)
-		}); ok {
-			o.SetOwnedAssignments(gen.Assignments)
-		}
+	for _, b := range stateAware(cfg.GroupBalancers) {
+		b.SetOwnedAssignments(gen.Assignments)
 	}
 	if err := store.SetHeld(ids); err != nil {
 		return fmt.Errorf("%w: %w", errStoreFailed, err)

@@ -32,7 +32,7 @@ func NewProcessor(cfg config.Config, logger zerolog.Logger, reg prometheus.Regis
 		return nil, err
 	}
 	for _, b := range pcfg.GroupBalancers {
-		if sb, ok := b.(*processor.StickyBalancer); ok {
+		if sb, ok := b.(processor.StateAwareBalancer); ok {
 			logger.Info().Str("member_identity", sb.Identity()).Msg("sticky partition assignment")
 		}
 	}
