@@ -496,3 +496,69 @@ func TestKafkaGoConnStuckOnCleanedBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactLikeKafkaLaterPartition: a partition kfake places on the
+// fixture's broker after the install (a topic created later) and fetched
+// together with the fixture's partition is moved away, and a consumer of
+// both gets the records of both. Against kfake's own Compact there is no
+// fixture broker and the test fails.
+func TestCompactLikeKafkaLaterPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, topic := newCompactTopic(t)
+	recs := produceLayout(t, b, topic, kgo.Lz4Compression(), cleanedLayout)
+	want := kafkaSurvivors(recs, len(cleanedLayout), 1, false)
+	c, err := b.CompactLikeKafka(ctx, topic, 0, CompactOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kfake draws a new partition's leader among both brokers: create
+	// topics until one lands on the fixture's.
+	var later string
+	for i := 0; later == "" && i < 20; i++ {
+		name := fmt.Sprintf("later-%d", i)
+		if err := b.Cluster().CreateTopic(name, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if b.Cluster().LeaderFor(name, 0) == c.Node {
+			later = name
+		}
+	}
+	if later == "" {
+		t.Fatal("no topic of 20 placed on the fixture's broker")
+	}
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic(later))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("later")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}, later: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var survivors, others int
+	for survivors < len(want) || others < 1 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d survivors and %d of 1 records of %s: %v", survivors, len(want), others, later, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Topic == later {
+				others++
+			} else {
+				survivors++
+			}
+		})
+	}
+	if survivors != len(want) || others != 1 {
+		t.Errorf("consumed %d survivors and %d records of %s, want %d and 1", survivors, others, later, len(want))
+	}
+	if got := b.Cluster().LeaderFor(later, 0); got == c.Node {
+		t.Errorf("%s/0 still on the fixture's broker %d", later, got)
+	}
+}
