@@ -37,7 +37,8 @@ broker:
 	$(GO) run ./cmd/broker -config $(CONFIG)
 
 # End-to-end pipeline benchmark on an embedded broker: kernelstream with a
-# cheap learner next to a bare kafka-go relay (figures in docs/operations.md).
+# cheap learner next to bare kafka-go and franz-go relays (method in
+# docs/operations.md, figures in README.md).
 bench-e2e:
 	$(GO) run ./cmd/benche2e
 

@@ -26,21 +26,29 @@ func TestDecisionsSmoke(t *testing.T) {
 }
 
 // TestThroughputSmoke runs the pipeline comparison at a small scale: two
-// alternating rounds each, every record drained by both pipelines, the
-// table with both rows and the ratio line.
+// rounds each, every record drained by all three pipelines, the table with
+// their rows, a ratio per round on stderr and a ratio line per relay.
 func TestThroughputSmoke(t *testing.T) {
 	t.Parallel()
 	var out, log bytes.Buffer
-	err := run([]string{"-n", "2000", "-rounds", "2", "-rate", "500", "-latency-seconds", "0.5"}, &out, &log)
+	// 10,000 records: more than the franz-go relay buffers at once, so
+	// its outputs' timestamps span a measurable time.
+	err := run([]string{"-n", "10000", "-rounds", "2", "-rate", "500", "-latency-seconds", "0.5"}, &out, &log)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	for _, want := range []string{"2000 records (throughput, median of 2 alternating rounds)", "| kafka-go relay", "| kernelstream (aogd-ald, dim 5) |", "kernelstream / relay throughput: "} {
+	for _, want := range []string{"10000 records (throughput, median of 2 alternating rounds)", "| kafka-go relay", "| franz-go relay", "| kernelstream (aogd-ald, dim 5) |",
+		"\nkernelstream / kafka-go relay throughput: ", "\nkernelstream / franz-go relay throughput: "} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if n := strings.Count(log.String(), "2000 records at "); n != 4 {
-		t.Fatalf("%d throughput rounds logged, want 4:\n%s", n, log.String())
+	if n := strings.Count(log.String(), "10000 records at "); n != 6 {
+		t.Fatalf("%d throughput drains logged, want 6:\n%s", n, log.String())
+	}
+	for _, want := range []string{"round 1: kernelstream / kafka-go relay ", "round 2: kernelstream / franz-go relay "} {
+		if !strings.Contains(log.String(), want) {
+			t.Fatalf("log lacks %q:\n%s", want, log.String())
+		}
 	}
 }

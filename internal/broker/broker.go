@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -36,6 +37,9 @@ type User struct{ Mechanism, Name, Password string }
 type Broker struct {
 	cluster *kfake.Cluster
 	addrs   []string
+
+	mu        sync.Mutex
+	compacted map[string]bool // topic NUL partition: CompactLikeKafka installed
 }
 
 // Start starts the cluster; Close stops it.
