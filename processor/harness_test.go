@@ -93,13 +93,7 @@ func produce(t *testing.T, addr string, recs []testRecord) {
 	msgs := make([]kafka.Message, 0, len(recs))
 	// Distinct, increasing timestamps: the order of the scenario is the
 	// order of the merged input and labels topics.
-	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	lastBaseMu.Lock()
-	if !lastBase.IsZero() && !base.After(lastBase) {
-		base = lastBase.Add(time.Millisecond)
-	}
-	lastBase = base.Add(time.Duration(len(recs)) * time.Millisecond)
-	lastBaseMu.Unlock()
+	base := timestamps(len(recs))
 	for i, r := range recs {
 		topic := r.topic
 		if topic == "" {
