@@ -118,16 +118,6 @@ func (s *aldDictionary) valid() bool {
 	return true
 }
 
-// growBuf returns buf[:n], reallocating (doubling) only when cap(buf) < n.
-func growBuf(buf []float64, n int) []float64 {
-	if cap(buf) < n {
-		nb := make([]float64, n, 2*n)
-		copy(nb, buf)
-		return nb
-	}
-	return buf[:n]
-}
-
 type aogdALD struct {
 	kern      Kernel
 	loss      Loss
@@ -172,7 +162,7 @@ func newAOGDALD(s *Setup) (Learner, error) {
 }
 
 func (l *aogdALD) ensureScratch(n int) {
-	l.kv, l.l, l.beta, l.next = growBuf(l.kv, n), growBuf(l.l, n), growBuf(l.beta, n), growBuf(l.next, n)
+	l.kv, l.l, l.beta, l.next = growFloats(l.kv, n), growFloats(l.l, n), growFloats(l.beta, n), growFloats(l.next, n)
 }
 
 func (l *aogdALD) Size() int { return l.S.size() }

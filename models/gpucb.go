@@ -408,13 +408,3 @@ func (g *gpUCB) UnmarshalBinary(blob []byte) error {
 	g.valid, g.last, g.nArms = false, -1, 0
 	return nil
 }
-
-// growFloats returns s resized to n, reusing its storage when it can.
-func growFloats(s []float64, n int) []float64 {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	out := make([]float64, n, max(n, 2*cap(s)))
-	copy(out, s)
-	return out
-}

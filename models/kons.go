@@ -104,7 +104,7 @@ func newKONS(s *Setup) (Learner, error) {
 }
 
 func (l *kons) ensureScratch(n int) {
-	l.kv, l.z, l.y1 = growBuf(l.kv, n), growBuf(l.z, n), growBuf(l.y1, n)
+	l.kv, l.z, l.y1 = growFloats(l.kv, n), growFloats(l.z, n), growFloats(l.y1, n)
 }
 
 func (l *kons) Size() int { return len(l.c) }

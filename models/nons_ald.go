@@ -127,8 +127,8 @@ func newNONSALD(s *Setup) (Learner, error) {
 }
 
 func (l *nonsALD) ensureScratch(n int) {
-	l.kv, l.l, l.v, l.phi = growBuf(l.kv, n), growBuf(l.l, n), growBuf(l.v, n), growBuf(l.phi, n)
-	l.q, l.z, l.next, l.zeros = growBuf(l.q, n), growBuf(l.z, n), growBuf(l.next, n), growBuf(l.zeros, n)
+	l.kv, l.l, l.v, l.phi = growFloats(l.kv, n), growFloats(l.l, n), growFloats(l.v, n), growFloats(l.phi, n)
+	l.q, l.z, l.next, l.zeros = growFloats(l.q, n), growFloats(l.z, n), growFloats(l.next, n), growFloats(l.zeros, n)
 }
 
 func (l *nonsALD) Size() int { return l.S.size() }

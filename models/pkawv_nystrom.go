@@ -139,13 +139,6 @@ func newPKAWVNystrom(s *Setup) (Learner, error) {
 
 func (l *pkawvNystrom) m() int { return len(l.w) }
 
-func growTo(v []float64, n int) []float64 {
-	if cap(v) < n {
-		v = make([]float64, n, 2*n)
-	}
-	return v[:n]
-}
-
 // prepare computes, into scratch, the KORS decision for x, the factor of H
 // after x's row (and x's column when it joins) and both predictions.
 func (l *pkawvNystrom) prepare(x []float64) {
@@ -153,9 +146,9 @@ func (l *pkawvNystrom) prepare(x []float64) {
 		return
 	}
 	m := l.m()
-	l.a = growTo(l.a, m+1)
-	l.q = growTo(l.q, m)
-	l.tmp = growTo(l.tmp, m)
+	l.a = growFloats(l.a, m+1)
+	l.q = growFloats(l.q, m)
+	l.tmp = growFloats(l.tmp, m)
 	KernelVector(l.kernel, l.a[:m], l.dict, x)
 	l.kappa = l.kernel.Diag(x)
 	l.ok = true
@@ -175,10 +168,10 @@ func (l *pkawvNystrom) prepare(x []float64) {
 
 	// H += a a', written into the scratch factor (the state's is untouched).
 	copy(l.tmp, l.a[:m])
-	l.work = growTo(l.work, 2*m)
+	l.work = growFloats(l.work, 2*m)
 	l.ok = l.fac.Rank1UpdateTo(&l.next, l.tmp, l.work)
 	mn := m
-	l.gnext = growTo(l.gnext, m+1)
+	l.gnext = growFloats(l.gnext, m+1)
 	copy(l.gnext, l.g)
 	if l.add && l.ok {
 		l.border(x)
@@ -188,8 +181,8 @@ func (l *pkawvNystrom) prepare(x []float64) {
 			l.gnext[m] = l.gnew
 		}
 	}
-	l.zv = growTo(l.zv, mn)
-	l.wv = growTo(l.wv, mn)
+	l.zv = growFloats(l.zv, mn)
+	l.wv = growFloats(l.wv, mn)
 	l.predAWV, l.predRidge = 0, 0
 	if mn > 0 && l.ok {
 		l.next.SolveLower(l.zv, l.a[:mn])
@@ -221,8 +214,8 @@ func (l *pkawvNystrom) korsTau(q []float64, kappa float64) float64 {
 // the Schur complement is not positive.
 func (l *pkawvNystrom) border(x []float64) {
 	m, d := l.m(), l.dim
-	l.c = growTo(l.c, m)
-	l.rowk = growTo(l.rowk, m)
+	l.c = growFloats(l.c, m)
+	l.rowk = growFloats(l.rowk, m)
 	clear(l.c)
 	dd, gnew := 0.0, 0.0
 	n := len(l.histY)
@@ -241,7 +234,7 @@ func (l *pkawvNystrom) border(x []float64) {
 	// Current row (label 0 in AWV's Y~) and the lambda K_mm border.
 	linalg.Axpy(l.kappa+l.lambda, l.a[:m], l.c)
 	dd += l.kappa*l.kappa + l.lambda*l.kappa
-	l.rowk = growTo(l.rowk, m)
+	l.rowk = growFloats(l.rowk, m)
 	l.next.SolveLower(l.rowk, l.c)
 	piv := dd - linalg.Dot(l.rowk, l.rowk)
 	if !(piv > 1e-12*dd) || isBad(piv) || !linalg.AllFinite(l.rowk) {
@@ -295,7 +288,7 @@ func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
 	if l.add {
 		// KORS bordered inverse: column wNew*q, corner kappa wNew^2 + mu.
 		wNew = 1 / math.Sqrt(l.prob)
-		l.mv = growTo(l.mv, m)
+		l.mv = growFloats(l.mv, m)
 		for j := range l.q {
 			l.q[j] *= wNew
 		}
