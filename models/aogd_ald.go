@@ -60,8 +60,6 @@ import (
 
 const (
 	aogdStateVersion = 1
-	// aldAddFloor: a point is never added with a Cholesky pivot^2 below it.
-	aldAddFloor = 1e-10
 	// aogdRenormEvery: updates between exact recomputations of ||f||^2.
 	aogdRenormEvery = 1024
 )
@@ -75,47 +73,6 @@ func init() {
 		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
 		StreamWidth: 2,
 	})
-}
-
-// aldDictionary is a dictionary S (row-major, j x d) with the Cholesky factor
-// L of its Gram matrix, K_S = L L' (docs/regression.md [SUGGEST]). Shared by AOGD-ALD
-// and NONS-ALD: its ALD residual's l = L^{-1} kS(x) is also NONS-ALD's
-// Nystrom feature vector in the Cholesky basis.
-type aldDictionary struct {
-	d int
-	x []float64 // j x d
-	L linalg.Tri
-}
-
-func (s *aldDictionary) size() int { return s.L.N }
-
-// residual writes kv = kS(x) and l = L^{-1} kv (both of length size()) and
-// returns alpha_t = k(x,x) - l'l, clamped at 0, and k(x,x).
-func (s *aldDictionary) residual(k Kernel, x, kv, l []float64) (alphaT, kxx float64) {
-	KernelVector(k, kv, s.x, x)
-	s.L.SolveLower(l, kv)
-	kxx = k.Diag(x)
-	return math.Max(kxx-linalg.Dot(l, l), 0), kxx
-}
-
-// add appends x with the Cholesky row [l', pivot].
-func (s *aldDictionary) add(x, l []float64, pivot float64) {
-	s.x = append(s.x, x...)
-	s.L.Append(l, pivot)
-}
-
-// valid reports whether the decoded shapes and values are consistent.
-func (s *aldDictionary) valid() bool {
-	j := s.L.N
-	if len(s.x) != j*s.d || len(s.L.Data) != j*(j+1)/2 || !linalg.AllFinite(s.x) || !linalg.AllFinite(s.L.Data) {
-		return false
-	}
-	for i := 0; i < j; i++ {
-		if !(s.L.At(i, i) > 0) {
-			return false
-		}
-	}
-	return true
 }
 
 type aogdALD struct {
@@ -155,7 +112,7 @@ func newAOGDALD(s *Setup) (Learner, error) {
 	b0 := int(math.Floor((math.Sqrt(d*d+4*d*T) - d) / 2))
 	b0 = max(1, min(b0, l.maxBudget))
 	l.b0 = p.Int("B0", b0, 0, math.MaxInt32)
-	l.S.d = s.Dim
+	l.S.dim = s.Dim
 	l.memo = newPredictMemo(s.Dim)
 	l.ensureScratch(1)
 	return l, nil
@@ -286,7 +243,7 @@ func (l *aogdALD) UnmarshalBinary(blob []byte) error {
 		return err
 	}
 	t, g2, n2, j := r.Int(), r.Float(), r.Float(), r.Int()
-	S := aldDictionary{d: l.d}
+	S := aldDictionary{dim: l.d}
 	S.x = r.Floats(nil)
 	S.L.Data = r.Floats(nil)
 	a := r.Floats(nil)

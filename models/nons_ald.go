@@ -120,7 +120,7 @@ func newNONSALD(s *Setup) (Learner, error) {
 		maxBudget: p.Int("max_budget", s.defInt(256, nonsStreamBudget), 1, 16384),
 	}
 	l.eta = p.Positive("eta", 1/(4*(l.u*l.u+1)))
-	l.S.d = s.Dim
+	l.S.dim = s.Dim
 	l.memo = newPredictMemo(s.Dim)
 	l.ensureScratch(1)
 	return l, nil
@@ -261,7 +261,7 @@ func (l *nonsALD) UnmarshalBinary(blob []byte) error {
 		return err
 	}
 	t, pending, j := r.Int(), r.Bool(), r.Int()
-	S := aldDictionary{d: l.d}
+	S := aldDictionary{dim: l.d}
 	S.x = r.Floats(nil)
 	S.L.Data = r.Floats(nil)
 	w := r.Floats(nil)
