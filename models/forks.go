@@ -5,7 +5,7 @@ package models
 // (arXiv 2410.11188 v2), Algorithm 1 as reconstructed in docs/forks.md.
 //
 // Stage 1 (Algorithm 1 lines 3-6): KOGD on a budget of B support vectors;
-// a record is added when its loss is non-zero (see forksStage1).
+// a record is added when its loss is non-zero (see budgetKOGD).
 // When the budget fills (line 7-9): the sketches Phi_pm = S_p^T K S_m and
 // Phi_pp = S_p^T K S_p of Eq. 3 are built from the B x B kernel matrix with a
 // CountSketch S_p (SJLT with one block, "d = 1") and a uniform column
@@ -114,7 +114,7 @@ type forks struct {
 	cls                     bool
 	rng                     Rand
 
-	st1 forksStage1
+	st1 budgetKOGD
 
 	sketched bool
 	r        int       // stage-2 records seen since the sketch was built
@@ -139,25 +139,7 @@ type forks struct {
 	gram, tmat, zNext   []float64
 	piv                 []int
 	rowNew              []float64
-	memo                forksMemo
-}
-
-// forksMemo lets Update reuse the kernel work of the Predict that preceded it
-// on the same x (the usual inline-label case), keyed on the stage-1
-// generation. It is invisible: a miss just recomputes.
-type forksMemo struct {
-	predictMemo
-	f   float64   // stage 1
-	phi []float64 // stage 2
-}
-
-// stage1Score returns the stage-1 score of x, from the memo when the last
-// Predict computed it for x against the current stage-1 model.
-func (m *forksMemo) stage1Score(s *forksStage1, k Kernel, x []float64) float64 {
-	if m.hit(x, s.gen) {
-		return m.f
-	}
-	return s.score(k, x)
+	memo                stageMemo
 }
 
 func newFORKS(s *Setup) (Learner, error) {
@@ -290,7 +272,7 @@ func (l *forks) Update(x []float64, _ Prediction, y float64) error {
 	}
 	y = l.label(y)
 	if !l.sketched {
-		f := l.memo.stage1Score(&l.st1, l.kern, x)
+		f := l.memo.score(&l.st1, l.kern, x)
 		return l.st1.update("forks", l.loss, l.cls, l.eta, x, f, y, l.buildSketch)
 	}
 	r := l.r + 1
@@ -783,116 +765,4 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 		l.fillLandmarks()
 	}
 	return nil
-}
-
-// forksStage1 is the budgeted KOGD of Algorithm 1 lines 3-6 (Kivinen et al.),
-// shared by FORKS and NOGD: f = sum_i alpha_i kappa(SV_i, x).
-type forksStage1 struct {
-	d, n  int
-	sv    []float64 // B x d
-	alpha []float64 // B
-	kv    []float64 // B scratch
-	gen   uint64    // bumped whenever the model changes (memo invalidation)
-}
-
-func (s *forksStage1) init(B, d int) {
-	s.d = d
-	s.sv = make([]float64, B*d)
-	s.alpha = make([]float64, B)
-	s.kv = make([]float64, B)
-}
-
-func (s *forksStage1) score(k Kernel, x []float64) float64 {
-	if s.n == 0 {
-		return 0
-	}
-	kv := s.kv[:s.n]
-	KernelVector(k, kv, s.sv[:s.n*s.d], x)
-	return linalg.Dot(kv, s.alpha[:s.n])
-}
-
-func (s *forksStage1) add(x []float64, coef float64) {
-	copy(s.sv[s.n*s.d:(s.n+1)*s.d], x)
-	s.alpha[s.n] = coef
-	s.n++
-	s.gen++
-}
-
-func (s *forksStage1) pop() {
-	s.n--
-	s.alpha[s.n] = 0
-	s.gen++
-}
-
-// marshal writes the stage-1 model: n, then its support vectors and
-// coefficients.
-func (s *forksStage1) marshal(w *StateWriter) {
-	w.Int(s.n)
-	w.Floats(s.sv[:s.n*s.d])
-	w.Floats(s.alpha[:s.n])
-}
-
-// forksStage1Blob is a stage-1 model read by decode, not yet restored.
-type forksStage1Blob struct {
-	n         int
-	sv, alpha []float64
-}
-
-// decode reads what marshal wrote and checks its shapes against this
-// model's budget and dimension; finiteness is checked by the caller
-// (finite), after its own fields, to keep the order of the state checks.
-func (s *forksStage1) decode(r *StateReader) forksStage1Blob {
-	n := r.Int()
-	r.Check(n >= 0 && n <= len(s.alpha), "support vector count")
-	sv := r.Floats(nil)
-	r.Check(len(sv) == n*s.d, "support vector shape")
-	alpha := r.Floats(nil)
-	r.Check(len(alpha) == n, "coefficient count")
-	return forksStage1Blob{n: n, sv: sv, alpha: alpha}
-}
-
-func (b forksStage1Blob) finite() bool { return linalg.AllFinite(b.sv) && linalg.AllFinite(b.alpha) }
-
-// restore makes the model the decoded one (and invalidates memos).
-func (s *forksStage1) restore(b forksStage1Blob) {
-	s.n = b.n
-	copy(s.sv, b.sv)
-	copy(s.alpha, b.alpha)
-	s.gen++
-}
-
-// update is the stage-1 round of Update shared by FORKS and NOGD (Algorithm
-// 1 lines 4-6): given the score f of x, add x with its KOGD coefficient when
-// forksAdmit says so; when that fills the budget, build stage 2 with full,
-// undoing the addition if full fails. algo names the learner in errors.
-func (s *forksStage1) update(algo string, loss Loss, cls bool, eta float64, x []float64, f, y float64, full func() error) error {
-	coef, add := forksAdmit(loss, cls, f, y, eta)
-	if !add {
-		return nil
-	}
-	if math.IsNaN(coef) || math.IsInf(coef, 0) || !linalg.AllFinite(x) {
-		return fmt.Errorf("%s: stage-1 coefficient %v: %w", algo, coef, ErrNumerical)
-	}
-	s.add(x, coef)
-	if s.n == len(s.alpha) {
-		if err := full(); err != nil {
-			s.pop()
-			return err
-		}
-	}
-	return nil
-}
-
-// forksAdmit decides whether stage 1 adds x (see the file comment) and
-// returns its KOGD coefficient -eta l'(f, y).
-func forksAdmit(loss Loss, cls bool, f, y, eta float64) (float64, bool) {
-	dl := loss.Deriv(f, y)
-	if cls {
-		if y*f >= 1 {
-			return 0, false
-		}
-	} else if dl == 0 {
-		return 0, false
-	}
-	return -eta * dl, true
 }

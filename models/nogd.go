@@ -4,7 +4,7 @@ package models
 // Scale Online Kernel Learning", JMLR 17, 2016, Algorithm 3), the Nystrom
 // baseline of FORKS' Table 1 (docs/forks.md).
 //
-// Stage 1: budgeted KOGD (the same stage as FORKS, forksStage1) until B
+// Stage 1: budgeted KOGD (the same stage as FORKS, budgetKOGD) until B
 // support vectors are stored. Then, once: K = [kappa(SV_i, SV_j)] (B x B),
 // its top-k eigenpairs K ~ V_k D_k V_k^T, the map M = D_k^{-1/2} V_k^T (k x B)
 // and phi(x) = M k_SV(x). Afterwards plain OGD in R^k:
@@ -20,7 +20,7 @@ package models
 //     next margin error; the model is the same).
 //   - k defaults to 0.1 B as in FORKS' experiments (the toolbox uses 0.2 B).
 //   - Losses: hinge (default), logistic, squared hinge, square; the stage-1
-//     admission rule is FORKS' (forksAdmit).
+//     admission rule is FORKS' (budgetAdmit).
 
 import (
 	"fmt"
@@ -51,13 +51,13 @@ type nogd struct {
 	loss    Loss
 	cls     bool
 
-	st1      forksStage1
+	st1      budgetKOGD
 	sketched bool
 	m        []float64 // k x B
 	w        []float64 // k
 
 	phi, wNew []float64 // scratch
-	memo      forksMemo // phi: the stage-2 features
+	memo      stageMemo // phi: the stage-2 features
 }
 
 func newNOGD(s *Setup) (Learner, error) {
@@ -76,7 +76,7 @@ func newNOGD(s *Setup) (Learner, error) {
 	l := &nogd{
 		d: s.Dim, B: B, k: k, eta: eta, kern: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 		phi: make([]float64, k), wNew: make([]float64, k),
-		memo: forksMemo{predictMemo: newPredictMemo(s.Dim), phi: make([]float64, k)},
+		memo: stageMemo{predictMemo: newPredictMemo(s.Dim), phi: make([]float64, k)},
 	}
 	l.st1.init(B, s.Dim)
 	return l, nil
@@ -123,7 +123,7 @@ func (l *nogd) Update(x []float64, _ Prediction, y float64) error {
 		y = Label(y)
 	}
 	if !l.sketched {
-		f := l.memo.stage1Score(&l.st1, l.kern, x)
+		f := l.memo.score(&l.st1, l.kern, x)
 		return l.st1.update("nogd", l.loss, l.cls, l.eta, x, f, y, l.buildMap)
 	}
 	phi := l.phi

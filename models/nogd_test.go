@@ -32,10 +32,10 @@ func TestNOGDTransferReproducesKOGD(t *testing.T) {
 		_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
 	}
 	// Next admitted record builds the map; remember the KOGD model first.
-	var kogd forksStage1
+	var kogd budgetKOGD
 	kogd.init(l.B, 4)
 	for ; !l.sketched; i++ {
-		kogd = forksStage1{d: 4, n: l.st1.n, sv: append([]float64(nil), l.st1.sv...), alpha: append([]float64(nil), l.st1.alpha...), kv: make([]float64, l.B)}
+		kogd = budgetKOGD{dim: 4, n: l.st1.n, sv: append([]float64(nil), l.st1.sv...), alpha: append([]float64(nil), l.st1.alpha...), kv: make([]float64, l.B)}
 		_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
 	}
 	kogd.add(l.st1.sv[(l.B-1)*4:], l.st1.alpha[l.B-1])
