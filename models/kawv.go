@@ -66,7 +66,7 @@ type kawv struct {
 
 	// scratch
 	kvec, lvec []float64
-	memo       kawvMemo
+	memo       bitMemo
 	memoDiag   float64
 	memoLL     float64
 	memoKRR    float64
@@ -77,7 +77,7 @@ func newKAWV(s *Setup) (Learner, error) {
 	mode := s.Params.String("mode", "awv", "awv", "ridge")
 	maxRounds := s.Params.Int("max_rounds", kawvDefaultRound, 1, kawvMaxRounds)
 	l := &kawv{kernel: s.Kernel, dim: s.Dim, lambda: lambda, ridge: mode == "ridge", maxRounds: maxRounds}
-	l.memo.init(s.Dim)
+	l.memo = newBitMemo(s.Dim)
 	return l, nil
 }
 
@@ -85,7 +85,7 @@ func (l *kawv) n() int { return len(l.z) }
 
 func (l *kawv) prepare(x []float64) {
 	t := l.n()
-	if l.memo.valid(x, t) {
+	if l.memo.hit(x, uint64(t)) {
 		return
 	}
 	if cap(l.kvec) < t+1 {
@@ -98,7 +98,7 @@ func (l *kawv) prepare(x []float64) {
 	l.memoDiag = l.kernel.Diag(x)
 	l.memoLL = linalg.Dot(l.lvec, l.lvec)
 	l.memoKRR = linalg.Dot(l.lvec, l.z)
-	l.memo.set(x, t)
+	l.memo.store(x, uint64(t))
 }
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
@@ -139,7 +139,7 @@ func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
 	l.l.Append(l.lvec, ltt)
 	l.z = append(l.z, znew)
 	l.x = append(l.x, x...)
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
 
@@ -178,32 +178,6 @@ func (l *kawv) UnmarshalBinary(blob []byte) error {
 		return fmt.Errorf("%w: kawv: non-finite numbers in state", ErrState)
 	}
 	l.x, l.z, l.l = x, z, linalg.Tri{N: t, Data: tri}
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
-
-// kawvMemo remembers which input the scratch of the last Predict belongs to,
-// so that Update can reuse it. It is valid only for the same x (bit for bit)
-// and the same update count; it is never part of the state.
-type kawvMemo struct {
-	x   []float64
-	gen int
-	ok  bool
-}
-
-func (m *kawvMemo) init(d int) { m.x = make([]float64, d) }
-
-func (m *kawvMemo) valid(x []float64, gen int) bool {
-	if !m.ok || m.gen != gen || len(x) != len(m.x) {
-		return false
-	}
-	for i, v := range x {
-		if math.Float64bits(v) != math.Float64bits(m.x[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func (m *kawvMemo) set(x []float64, gen int) { copy(m.x, x); m.gen, m.ok = gen, true }
-func (m *kawvMemo) invalidate()              { m.ok = false }

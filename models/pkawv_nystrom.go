@@ -109,7 +109,7 @@ type pkawvNystrom struct {
 	head  int // oldest row of the ring once it is full
 
 	// scratch filled by prepare
-	memo                    kawvMemo
+	memo                    bitMemo
 	next                    linalg.Tri // factor after this record's row (and centre)
 	a, q, tmp, c, rowk      []float64
 	gnext, zv, wv, mv, work []float64
@@ -133,7 +133,7 @@ func newPKAWVNystrom(s *Setup) (Learner, error) {
 	}
 	l.rng.Seed(s.Seed)
 	l.unif = l.rng.Float64()
-	l.memo.init(s.Dim)
+	l.memo = newBitMemo(s.Dim)
 	return l, nil
 }
 
@@ -142,7 +142,7 @@ func (l *pkawvNystrom) m() int { return len(l.w) }
 // prepare computes, into scratch, the KORS decision for x, the factor of H
 // after x's row (and x's column when it joins) and both predictions.
 func (l *pkawvNystrom) prepare(x []float64) {
-	if l.memo.valid(x, l.t) {
+	if l.memo.hit(x, uint64(l.t)) {
 		return
 	}
 	m := l.m()
@@ -199,7 +199,7 @@ func (l *pkawvNystrom) prepare(x []float64) {
 			l.predRidge = awv
 		}
 	}
-	l.memo.set(x, l.t)
+	l.memo.store(x, uint64(l.t))
 }
 
 // korsTau is KORS's approximate ridge leverage score of a point with kernel
@@ -270,7 +270,7 @@ func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
 	l.prepare(x)
 	m := l.m()
 	fail := func() error {
-		l.memo.invalidate() // the scratch may have been modified below
+		l.memo.forget() // the scratch may have been modified below
 		return fmt.Errorf("pkawv-nystrom: update %d: %w", l.t+1, ErrNumerical)
 	}
 	if !l.ok || isBad(y) {
@@ -318,7 +318,7 @@ func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
 		l.histX, l.histY, l.head = l.histX[:0], l.histY[:0], 0
 	}
 	l.t++
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
 
@@ -423,6 +423,6 @@ func (l *pkawvNystrom) UnmarshalBinary(blob []byte) error {
 	l.minv = linalg.Sym{N: m, Data: minv}
 	l.fac = linalg.Tri{N: m, Data: fac}
 	l.histX, l.histY, l.head = hx, hy, 0
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }

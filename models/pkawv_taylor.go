@@ -74,7 +74,7 @@ type pkawvTaylor struct {
 
 	// scratch
 	v, u, scaled, bNew []float64
-	memo               kawvMemo
+	memo               bitMemo
 	memoH, memoUB      float64
 }
 
@@ -99,21 +99,21 @@ func newPKAWVTaylor(s *Setup) (Learner, error) {
 		b: make([]float64, r), v: make([]float64, r), u: make([]float64, r),
 		scaled: make([]float64, s.Dim), bNew: make([]float64, r),
 	}
-	l.memo.init(s.Dim)
+	l.memo = newBitMemo(s.Dim)
 	l.ainv.Reset(r, 1/lambda)
 	return l, nil
 }
 
 // prepare computes v = phi(x), u = A^{-1} v, h = v'u and u'b into scratch.
 func (l *pkawvTaylor) prepare(x []float64) {
-	if l.memo.valid(x, l.t) {
+	if l.memo.hit(x, uint64(l.t)) {
 		return
 	}
 	l.table.features(l.v, l.scaled, x, l.invSigma)
 	l.ainv.MulVec(l.u, l.v)
 	l.memoH = linalg.Dot(l.v, l.u)
 	l.memoUB = linalg.Dot(l.u, l.b)
-	l.memo.set(x, l.t)
+	l.memo.store(x, uint64(l.t))
 }
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
@@ -153,7 +153,7 @@ func (l *pkawvTaylor) Update(x []float64, _ Prediction, y float64) error {
 	l.ainv.Rank1(-1/(1+h), l.u)
 	l.b, l.bNew = l.bNew, l.b
 	l.t++
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
 
@@ -191,6 +191,6 @@ func (l *pkawvTaylor) UnmarshalBinary(blob []byte) error {
 		return fmt.Errorf("%w: pkawv-taylor: non-finite numbers in state", ErrState)
 	}
 	l.t, l.b, l.ainv.Data, l.ainv.N = t, b, a, l.r
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
