@@ -26,7 +26,7 @@ package models
 // kept as cumulative importance-weighted losses and normalised by a shifted
 // softmax so that they cannot underflow (docs/kernel-selection.md).
 //
-// Params: sigmas, T, G, lmax, lambda_scale, max_budget (see oks_base.go for
+// Params: sigmas, T, G, lmax, lambda_scale, max_budget (see oks_arms.go for
 // the behaviour at the cap).
 
 import "math"

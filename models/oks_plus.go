@@ -158,12 +158,3 @@ func (r *oksPlusRule) unmarshal(rd *StateReader) func() {
 		copy(r.cum, cum)
 	}
 }
-
-func oksFiniteNonNeg(v []float64) bool {
-	for _, x := range v {
-		if !(x >= 0) || isBad(x) {
-			return false
-		}
-	}
-	return true
-}
