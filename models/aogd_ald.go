@@ -59,7 +59,7 @@ import (
 )
 
 const (
-	aogdStateVersion = 1
+	aogdALDStateVersion = 1
 	// aogdRenormEvery: updates between exact recomputations of ||f||^2.
 	aogdRenormEvery = 1024
 )
@@ -76,9 +76,9 @@ func init() {
 }
 
 type aogdALD struct {
-	kern      Kernel
+	kernel    Kernel
 	loss      Loss
-	d         int
+	dim       int
 	u         float64
 	alpha     float64
 	b0        int
@@ -100,9 +100,9 @@ func newAOGDALD(s *Setup) (Learner, error) {
 	p := s.Params
 	horizon := p.Int("T", 10000, 1, math.MaxInt32)
 	l := &aogdALD{
-		kern:      s.Kernel,
+		kernel:    s.Kernel,
 		loss:      s.Loss,
-		d:         s.Dim,
+		dim:       s.Dim,
 		u:         p.Positive("U", s.defU(2, 5)),
 		alpha:     p.Float("alpha", 25/float64(horizon), 0, 1),
 		maxBudget: p.Int("max_budget", s.defInt(256, 64), 1, 16384),
@@ -127,7 +127,7 @@ func (l *aogdALD) Size() int { return l.S.size() }
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *aogdALD) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
@@ -135,13 +135,13 @@ func (l *aogdALD) Predict(x []float64) Prediction {
 
 func (l *aogdALD) predict(x []float64) Prediction {
 	kv := l.kv[:l.S.size()]
-	KernelVector(l.kern, kv, l.S.x, x)
+	KernelVector(l.kernel, kv, l.S.x, x)
 	l.memo.store(x, uint64(l.t))
 	return Prediction{Value: linalg.Dot(l.a, kv), Choice: -1, Prob: 1}
 }
 
 func (l *aogdALD) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("aogd-ald", x, l.d, y); err != nil {
+	if err := updateInputErr("aogd-ald", x, l.dim, y); err != nil {
 		return err
 	}
 	if isBad(y) || !linalg.AllFinite(x) {
@@ -150,7 +150,7 @@ func (l *aogdALD) Update(x []float64, _ Prediction, y float64) error {
 	j := l.S.size()
 	kv, lv := l.kv[:j], l.l[:j]
 	if !l.memo.hit(x, uint64(l.t)) {
-		KernelVector(l.kern, kv, l.S.x, x)
+		KernelVector(l.kernel, kv, l.S.x, x)
 	}
 	l.memo.forget() // lv, beta and the state change below
 	yhat := linalg.Dot(l.a, kv)
@@ -163,7 +163,7 @@ func (l *aogdALD) Update(x []float64, _ Prediction, y float64) error {
 		return nil
 	}
 	l.S.L.SolveLower(lv, kv)
-	kxx := l.kern.Diag(x)
+	kxx := l.kernel.Diag(x)
 	alphaT := math.Max(kxx-linalg.Dot(lv, lv), 0)
 	threshold := l.alpha // ALD phase
 	if j >= l.b0 {
@@ -226,7 +226,7 @@ func (l *aogdALD) exactNorm2() float64 {
 func (l *aogdALD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *aogdALD) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.a)+len(l.S.L.Data))), "aogd-ald", aogdStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.a)+len(l.S.L.Data))), "aogd-ald", aogdALDStateVersion)
 	w.Int(l.t)
 	w.Float(l.g2)
 	w.Float(l.n2)
@@ -238,12 +238,12 @@ func (l *aogdALD) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 func (l *aogdALD) UnmarshalBinary(blob []byte) error {
-	r, _, err := NewStateReader(blob, "aogd-ald", aogdStateVersion)
+	r, _, err := NewStateReader(blob, "aogd-ald", aogdALDStateVersion)
 	if err != nil {
 		return err
 	}
 	t, g2, n2, j := r.Int(), r.Float(), r.Float(), r.Int()
-	S := aldDictionary{dim: l.d}
+	S := aldDictionary{dim: l.dim}
 	S.x = r.Floats(nil)
 	S.L.Data = r.Floats(nil)
 	a := r.Floats(nil)

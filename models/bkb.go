@@ -116,7 +116,7 @@ func init() {
 
 // bkb is the budgeted kernelized bandit learner (algorithm "bkb").
 type bkb struct {
-	kern       Kernel
+	kernel     Kernel
 	dim        int
 	bp         banditParams
 	qbar, eps  float64
@@ -174,7 +174,7 @@ type bkb struct {
 }
 
 func newBKB(s *Setup) (Learner, error) {
-	b := &bkb{kern: s.Kernel, dim: s.Dim, rho: 1}
+	b := &bkb{kernel: s.Kernel, dim: s.Dim, rho: 1}
 	b.bp = readBanditParams(s.Params)
 	b.qbar = s.Params.Float("qbar", bkbDefaultQbar, 1, 1e9)
 	b.eps = s.Params.Float("eps", 0.5, 1e-6, 1-1e-6)
@@ -210,7 +210,7 @@ func (b *bkb) embed(z, x []float64) float64 {
 	m := b.ls.N
 	kb := b.kernelVector(b.kb[:m], x)
 	solveLower4(&b.ls, z[:m], kb)
-	return math.Max(b.kern.Diag(x)-linalg.Dot(z[:m], z[:m]), 0) / b.bp.lambda
+	return math.Max(b.kernel.Diag(x)-linalg.Dot(z[:m], z[:m]), 0) / b.bp.lambda
 }
 
 // embedStored is embed for stored arm i, from the kernel cache.
@@ -236,7 +236,7 @@ func solveLower4(t *linalg.Tri, x, y []float64) {
 // (len m) and returns it.
 func (b *bkb) kernelVector(dst, x []float64) []float64 {
 	for k, s := range b.dict {
-		dst[k] = b.kern.Eval(b.point(s), x)
+		dst[k] = b.kernel.Eval(b.point(s), x)
 	}
 	return dst
 }

@@ -266,7 +266,7 @@ func (b *bkb) rebuildLRU() {
 func (b *bkb) forget(i int) {
 	c := float64(b.cnt[i])
 	b.armOK = false
-	b.sumK -= c * b.kern.Diag(b.point(i))
+	b.sumK -= c * b.kernel.Diag(b.point(i))
 	m := b.ls.N
 	if m == 0 || c == 0 {
 		return
@@ -332,7 +332,7 @@ func (b *bkb) rebuildPosterior(skip int) {
 // Sherman-Morrison (O(m^2 + A m)).
 func (b *bkb) pull(j int, y float64) {
 	x := b.point(j)
-	kxx := b.kern.Diag(x)
+	kxx := b.kernel.Diag(x)
 	b.cnt[j]++
 	b.ysum[j] += y
 	b.last[j] = b.t
@@ -379,7 +379,7 @@ func (b *bkb) addMember(j int) {
 	b.scratch(m)
 	l := b.zb[:m]
 	b.embedStored(l, j)
-	kxx := b.kern.Diag(x)
+	kxx := b.kernel.Diag(x)
 	lss := kxx - linalg.Dot(l, l)
 	if !(lss > bkbPivotTol*kxx) {
 		return
@@ -397,7 +397,7 @@ func (b *bkb) addMember(j int) {
 	st := b.ksuStride
 	for i, c := range b.cnt {
 		row := b.ksu[i*st : i*st+m+1]
-		kx := b.kern.Eval(x, b.point(i))
+		kx := b.kernel.Eval(x, b.point(i))
 		row[m] = kx
 		if c == 0 {
 			continue

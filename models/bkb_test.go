@@ -96,10 +96,10 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 			ksu := mat.NewDense(m, u, nil)
 			for a := 0; a < m; a++ {
 				for c := 0; c < m; c++ {
-					kss.SetSym(a, c, b.kern.Eval(b.point(sel[a]), b.point(sel[c])))
+					kss.SetSym(a, c, b.kernel.Eval(b.point(sel[a]), b.point(sel[c])))
 				}
 				for i := 0; i < u; i++ {
-					ksu.Set(a, i, b.kern.Eval(b.point(sel[a]), b.point(i)))
+					ksu.Set(a, i, b.kernel.Eval(b.point(sel[a]), b.point(i)))
 				}
 			}
 			h := mat.NewDense(m, m, nil)
@@ -127,7 +127,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 			for _, x := range arms {
 				ks := mat.NewVecDense(m, nil)
 				for a := 0; a < m; a++ {
-					ks.SetVec(a, b.kern.Eval(b.point(sel[a]), x))
+					ks.SetVec(a, b.kernel.Eval(b.point(sel[a]), x))
 				}
 				var g1, g2 mat.VecDense
 				if err := g1.SolveVec(kss, ks); err != nil {

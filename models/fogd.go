@@ -52,13 +52,13 @@ func init() {
 const fogdStateVersion = 1
 
 type fogd struct {
-	d, D int
-	eta  float64
-	loss Loss
-	cls  bool
-	u    []float64 // D x d frequencies (regenerated from the seed, not state)
-	w    []float64 // 2D
-	n    int       // updates seen
+	dim, D int
+	eta    float64
+	loss   Loss
+	cls    bool
+	u      []float64 // D x d frequencies (regenerated from the seed, not state)
+	w      []float64 // 2D
+	n      int       // updates seen
 
 	zs, wNew []float64   // scratch
 	memo     predictMemo // memoZ = z(memo.x); z does not depend on the state (version 0)
@@ -80,7 +80,7 @@ func newFOGD(s *Setup) (Learner, error) {
 		return nil, fmt.Errorf("%w: fogd: D*dim = %d frequencies exceed 2^26", ErrSpec, int64(D)*int64(s.Dim))
 	}
 	l := &fogd{
-		d: s.Dim, D: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
+		dim: s.Dim, D: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
 		u: make([]float64, D*s.Dim), w: make([]float64, 2*D),
 		zs: make([]float64, 2*D), wNew: make([]float64, 2*D),
 		memo: newPredictMemo(s.Dim), memoZ: make([]float64, 2*D),
@@ -97,7 +97,7 @@ func (l *fogd) Size() int { return l.D }
 // features writes z(x) into dst (2D).
 func (l *fogd) features(dst, x []float64) {
 	scale := 1 / math.Sqrt(float64(l.D))
-	d := l.d
+	d := l.dim
 	for i := 0; i < l.D; i++ {
 		a := linalg.Dot(l.u[i*d:(i+1)*d], x)
 		s, c := math.Sincos(a)
@@ -109,7 +109,7 @@ func (l *fogd) features(dst, x []float64) {
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *fogd) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
@@ -122,7 +122,7 @@ func (l *fogd) predict(x []float64) Prediction {
 }
 
 func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("fogd", x, l.d, y); err != nil {
+	if err := updateInputErr("fogd", x, l.dim, y); err != nil {
 		return err
 	}
 	if l.cls {

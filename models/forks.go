@@ -103,12 +103,12 @@ const forksStateVersion = 1
 const forksDefaultWindow = 64
 
 type forks struct {
-	d                       int
+	dim                     int
 	B, sp, sm, k, rho       int
 	eta, alpha, beta, bound float64
 	eager                   bool // projection: "eager" ([CODE]) instead of "lazy"
 	window                  int  // inserted points kept for psi (0: reference code)
-	kern                    Kernel
+	kernel                  Kernel
 	loss                    Loss
 	cls                     bool
 	rng                     Rand
@@ -172,9 +172,9 @@ func newFORKS(s *Setup) (Learner, error) {
 		return nil, err
 	}
 	l := &forks{
-		d: s.Dim, B: B, sp: sp, sm: sm, k: k, rho: rho,
+		dim: s.Dim, B: B, sp: sp, sm: sm, k: k, rho: rho,
 		eta: eta, alpha: alpha, beta: beta, bound: bound, eager: proj == "eager", window: window,
-		kern: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
+		kernel: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 	}
 	l.rng.Seed(s.Seed)
 	l.st1.init(B, s.Dim)
@@ -200,7 +200,7 @@ func (l *forks) label(y float64) float64 {
 
 // features writes phi(x) = Z^T c_m(x) into dst.
 func (l *forks) features(dst, x []float64) {
-	KernelVector(l.kern, l.cm, l.lmX, x)
+	KernelVector(l.kernel, l.cm, l.lmX, x)
 	for i := range dst {
 		dst[i] = 0
 	}
@@ -220,7 +220,7 @@ func (l *forks) clamp(z float64) float64 {
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *forks) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
@@ -229,7 +229,7 @@ func (l *forks) Predict(x []float64) Prediction {
 func (l *forks) predict(x []float64) Prediction {
 	var f float64
 	if !l.sketched {
-		f = l.st1.score(l.kern, x)
+		f = l.st1.score(l.kernel, x)
 		l.memo.f = f
 	} else {
 		l.features(l.memo.phi, x)
@@ -243,12 +243,12 @@ func (l *forks) predict(x []float64) Prediction {
 }
 
 func (l *forks) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("forks", x, l.d, y); err != nil {
+	if err := updateInputErr("forks", x, l.dim, y); err != nil {
 		return err
 	}
 	y = l.label(y)
 	if !l.sketched {
-		f := l.memo.score(&l.st1, l.kern, x)
+		f := l.memo.score(&l.st1, l.kernel, x)
 		return l.st1.update("forks", l.loss, l.cls, l.eta, x, f, y, l.buildSketch)
 	}
 	r := l.r + 1

@@ -17,7 +17,7 @@ import (
 func (l *forks) allocSketch() {
 	l.code = make([]int, l.B)
 	l.lm = make([]int, l.sm)
-	l.lmX = make([]float64, l.sm*l.d)
+	l.lmX = make([]float64, l.sm*l.dim)
 	l.phiPM = make([]float64, l.sp*l.sm)
 	l.ts = newTISVD(l.sp, l.k, 2)
 	l.z = make([]float64, l.sm*l.k)
@@ -30,7 +30,7 @@ func (l *forks) allocSketch() {
 	l.tmat = make([]float64, l.sm*l.k)
 	l.zNext = make([]float64, l.sm*l.k)
 	l.rowNew = make([]float64, l.sm)
-	l.ringX = make([]float64, l.window*l.d)
+	l.ringX = make([]float64, l.window*l.dim)
 	l.ringCode = make([]int, l.window)
 	l.ringN, l.ringHead = 0, 0
 }
@@ -40,7 +40,7 @@ func (l *forks) allocSketch() {
 // eigen-factors of Phi_pp, Z, and the transferred w.
 func (l *forks) buildSketch() error {
 	saved := l.rng.State()
-	B, sp, sm, d := l.B, l.sp, l.sm, l.d
+	B, sp, sm, d := l.B, l.sp, l.sm, l.dim
 	l.allocSketch()
 	undo := func(err error) error {
 		l.rng.SetState(saved)
@@ -50,7 +50,7 @@ func (l *forks) buildSketch() error {
 	sv := l.st1.sv
 	K := make([]float64, B*B)
 	for i := 0; i < B; i++ {
-		KernelVector(l.kern, K[i*B:(i+1)*B], sv, sv[i*d:(i+1)*d])
+		KernelVector(l.kernel, K[i*B:(i+1)*B], sv, sv[i*d:(i+1)*d])
 	}
 	for i := range l.code {
 		b := l.rng.Intn(sp)
@@ -117,7 +117,7 @@ func (l *forks) buildSketch() error {
 }
 
 func (l *forks) fillLandmarks() {
-	d := l.d
+	d := l.dim
 	for j, i := range l.lm {
 		copy(l.lmX[j*d:(j+1)*d], l.st1.sv[i*d:(i+1)*d])
 	}
@@ -133,7 +133,7 @@ func (l *forks) updateRound(x []float64, y float64, r int) error {
 		return fmt.Errorf("forks: update round %d: %s: %w", r/l.rho, what, ErrNumerical)
 	}
 	// psi = kappa(x, SV_i) over the B support vectors; a = S_p^T psi; b = psi at the landmarks.
-	KernelVector(l.kern, l.psi, l.st1.sv, x)
+	KernelVector(l.kernel, l.psi, l.st1.sv, x)
 	for i := range l.a {
 		l.a[i] = 0
 	}
@@ -141,17 +141,17 @@ func (l *forks) updateRound(x []float64, y float64, r int) error {
 		b, sg := forksDecode(c)
 		l.a[b] += sg * l.psi[i]
 	}
-	d := l.d
+	d := l.dim
 	for j := 0; j < l.ringN; j++ {
 		b, sg := forksDecode(l.ringCode[j])
-		l.a[b] += sg * l.kern.Eval(x, l.ringX[j*d:(j+1)*d])
+		l.a[b] += sg * l.kernel.Eval(x, l.ringX[j*d:(j+1)*d])
 	}
 	h := l.rng.Intn(l.sp)
 	sg := 1.0
 	if l.rng.Uint64()&1 == 1 {
 		sg = -1
 	}
-	kap := l.kern.Diag(x)
+	kap := l.kernel.Diag(x)
 	if !linalg.AllFinite(l.a) || math.IsNaN(kap) || math.IsInf(kap, 0) {
 		return fail("kernel column")
 	}

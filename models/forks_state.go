@@ -11,7 +11,7 @@ func (l *forks) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 func (l *forks) AppendBinary(dst []byte) ([]byte, error) {
 	n := 256 + 8*(len(l.st1.sv)+l.B)
 	if l.sketched {
-		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.d+1))
+		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.dim+1))
 	}
 	w := NewStateWriter(slices.Grow(dst, n), "forks", forksStateVersion)
 	w.Rand(&l.rng)
@@ -29,7 +29,7 @@ func (l *forks) AppendBinary(dst []byte) ([]byte, error) {
 		w.Floats(l.ainv)
 		w.Int(l.ringN)
 		w.Int(l.ringHead)
-		w.Floats(l.ringX[:l.ringN*l.d])
+		w.Floats(l.ringX[:l.ringN*l.dim])
 		w.Ints(l.ringCode[:l.ringN])
 	}
 	return w.Finish(), nil
@@ -79,7 +79,7 @@ func (l *forks) UnmarshalBinary(blob []byte) error {
 		rd.Check(ringN >= 0 && ringN <= l.window && ringHead >= 0 && (ringHead < l.window || l.window == 0 && ringHead == 0) &&
 			(ringN == l.window || ringHead == ringN), "ring shape (params.window differs?)")
 		ringX = rd.Floats(nil)
-		rd.Check(len(ringX) == ringN*l.d, "ring points")
+		rd.Check(len(ringX) == ringN*l.dim, "ring points")
 		ringCode = rd.Ints(nil)
 		rd.Check(len(ringCode) == ringN, "ring rows")
 		for _, c := range ringCode {

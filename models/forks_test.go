@@ -262,7 +262,7 @@ func TestFORKSFeatureMapApproximatesKernel(t *testing.T) {
 		for q := range p1 {
 			e += p1[q] * p2[q]
 		}
-		kv := l.kern.Eval(a, b)
+		kv := l.kernel.Eval(a, b)
 		se += (e - kv) * (e - kv)
 		s2 += kv * kv
 	}
@@ -343,7 +343,7 @@ func TestFORKSSketchMatchesRecomputation(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		kern := l.kern
+		kern := l.kernel
 		var pts [][]float64
 		var codes []int
 		for a := 0; a < B; a++ {

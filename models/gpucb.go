@@ -70,7 +70,7 @@ func init() {
 
 // gpUCB is the exact GP-UCB learner (algorithm "gp-ucb").
 type gpUCB struct {
-	kern      Kernel
+	kernel    Kernel
 	dim       int
 	bp        banditParams
 	maxRounds int
@@ -99,7 +99,7 @@ type gpUCB struct {
 }
 
 func newGPUCB(s *Setup) (Learner, error) {
-	g := &gpUCB{kern: s.Kernel, dim: s.Dim, last: -1}
+	g := &gpUCB{kernel: s.Kernel, dim: s.Dim, last: -1}
 	g.bp = readBanditParams(s.Params)
 	g.maxRounds = s.Params.Int("max_rounds", 4096, 1, 16384)
 	g.rng.Seed(s.Seed)
@@ -151,7 +151,7 @@ func (g *gpUCB) rebuildCache(arms [][]float64) {
 	g.kdiag = growFloats(g.kdiag, a)
 	for j := 0; j < a; j++ {
 		g.mu[j] = 0
-		g.kdiag[j] = g.kern.Diag(g.arms[j*d : (j+1)*d])
+		g.kdiag[j] = g.kernel.Diag(g.arms[j*d : (j+1)*d])
 		g.sig2[j] = g.kdiag[j]
 	}
 	g.w = growFloats(g.w, g.t*a)
@@ -169,7 +169,7 @@ func (g *gpUCB) appendCacheRow(i int) {
 	a, d := g.nArms, g.dim
 	row := g.l.Row(i)
 	wi := g.w[i*a : (i+1)*a : (i+1)*a]
-	KernelVector(g.kern, wi, g.arms[:a*d], g.x[i*d:(i+1)*d])
+	KernelVector(g.kernel, wi, g.arms[:a*d], g.x[i*d:(i+1)*d])
 	for k := 0; k < i; k++ {
 		lk := row[k]
 		wk := g.w[k*a : (k+1)*a : (k+1)*a]
@@ -190,7 +190,7 @@ func (g *gpUCB) appendCacheRow(i int) {
 // forwardSubst sets dst = L^{-1} k_t(x) (len t) in the same order as appendCacheRow.
 func (g *gpUCB) forwardSubst(dst, x []float64) {
 	t, d := g.t, g.dim
-	KernelVector(g.kern, dst[:t], g.x[:t*d], x)
+	KernelVector(g.kernel, dst[:t], g.x[:t*d], x)
 	for i := 0; i < t; i++ {
 		row := g.l.Row(i)
 		acc := dst[i]
@@ -269,7 +269,7 @@ func (g *gpUCB) Observe(x []float64, reward float64) error {
 	} else {
 		g.forwardSubst(l, x)
 	}
-	nn2 := g.kern.Diag(x) + g.bp.lambda
+	nn2 := g.kernel.Diag(x) + g.bp.lambda
 	lv := reward
 	for i := 0; i < t; i++ {
 		nn2 -= l[i] * l[i]
@@ -305,7 +305,7 @@ func (g *gpUCB) Predict(x []float64) Prediction {
 	g.lrow = growFloats(g.lrow, g.t+1)
 	l := g.lrow[:g.t]
 	g.forwardSubst(l, x)
-	mean, s2 := 0.0, g.kern.Diag(x)
+	mean, s2 := 0.0, g.kernel.Diag(x)
 	for i := range l {
 		mean += l[i] * g.v[i]
 		s2 -= l[i] * l[i]

@@ -113,7 +113,7 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 		xs, ys = append(xs, x), append(ys, y)
 	}
 	g.Choose(arms) // make sure the cache describes arms
-	mu, s2 := directGP(g.kern, xs, ys, 0.04, arms)
+	mu, s2 := directGP(g.kernel, xs, ys, 0.04, arms)
 	for j := range arms {
 		if math.Abs(g.mu[j]-mu[j]) > 1e-9 || math.Abs(g.sig2[j]-s2[j]) > 1e-9 {
 			t.Fatalf("arm %d: cached (%g, %g), direct (%g, %g)", j, g.mu[j], g.sig2[j], mu[j], s2[j])
@@ -128,7 +128,7 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 	a := mat.NewSymDense(n, nil)
 	for i := 0; i < n; i++ {
 		for j := 0; j <= i; j++ {
-			v := g.kern.Eval(xs[i], xs[j]) / 0.04
+			v := g.kernel.Eval(xs[i], xs[j]) / 0.04
 			if i == j {
 				v++
 			}

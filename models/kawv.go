@@ -47,7 +47,7 @@ func init() {
 var ErrKAWVHorizon = errors.New("kawv: max_rounds reached (exact Kernel-AWV memory is O(t^2))")
 
 const (
-	kawvVersion      = 1
+	kawvStateVersion = 1
 	kawvMaxRounds    = 50000
 	kawvDefaultRound = 10000
 )
@@ -149,7 +149,7 @@ func (l *kawv) Size() int { return l.n() }
 func (l *kawv) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *kawv) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvStateVersion)
 	w.Int(l.dim)
 	w.Floats(l.x)
 	w.Floats(l.z)
@@ -158,7 +158,7 @@ func (l *kawv) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 func (l *kawv) UnmarshalBinary(blob []byte) error {
-	r, _, err := NewStateReader(blob, "kawv", kawvVersion)
+	r, _, err := NewStateReader(blob, "kawv", kawvStateVersion)
 	if err != nil {
 		return err
 	}

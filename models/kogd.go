@@ -46,9 +46,9 @@ func init() {
 }
 
 type kogd struct {
-	kern      Kernel
+	kernel    Kernel
 	loss      Loss
-	d         int
+	dim       int
 	eta       float64 // constant rate; 0 selects the adaptive rate
 	u         float64 // radius of the RKHS ball
 	maxBudget int
@@ -67,9 +67,9 @@ type kogd struct {
 func newKOGD(s *Setup) (Learner, error) {
 	p := s.Params
 	l := &kogd{
-		kern:      s.Kernel,
+		kernel:    s.Kernel,
 		loss:      s.Loss,
-		d:         s.Dim,
+		dim:       s.Dim,
 		eta:       p.Positive("eta", 0),
 		u:         p.Positive("U", s.defU(2, 8)),
 		maxBudget: p.Int("max_budget", s.defInt(100000, 1024), 1, 1<<22),
@@ -83,7 +83,7 @@ func (l *kogd) Size() int { return len(l.a) }
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *kogd) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
@@ -91,12 +91,12 @@ func (l *kogd) Predict(x []float64) Prediction {
 
 func (l *kogd) predict(x []float64) Prediction {
 	kv := l.kv[:len(l.a)]
-	KernelVector(l.kern, kv, l.dict, x)
+	KernelVector(l.kernel, kv, l.dict, x)
 	return Prediction{Value: linalg.Dot(l.a, kv), Choice: -1, Prob: 1}
 }
 
 func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("kogd", x, l.d, y); err != nil {
+	if err := updateInputErr("kogd", x, l.dim, y); err != nil {
 		return err
 	}
 	if isBad(y) || !linalg.AllFinite(x) {
@@ -108,7 +108,7 @@ func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
 		return nil
 	}
 	kv := l.kv[:len(l.a)]
-	KernelVector(l.kern, kv, l.dict, x)
+	KernelVector(l.kernel, kv, l.dict, x)
 	yhat := linalg.Dot(l.a, kv)
 	g := l.loss.Deriv(yhat, y)
 	if isBad(g) {
@@ -118,7 +118,7 @@ func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
 		l.t++
 		return nil
 	}
-	kxx := l.kern.Diag(x)
+	kxx := l.kernel.Diag(x)
 	g2 := l.g2 + g*g*kxx
 	eta := l.eta
 	if eta == 0 {
@@ -167,7 +167,7 @@ func (l *kogd) UnmarshalBinary(blob []byte) error {
 	a := r.Floats(nil)
 	r.Check(t >= 0 && dropped >= 0 && dropped <= t, "counters")
 	r.Check(g2 >= 1 && !isBad(g2) && n2 >= 0 && n2 <= l.u*l.u*(1+1e-12), "accumulators")
-	r.Check(len(dict) == len(a)*l.d, "dictionary shape does not match dim")
+	r.Check(len(dict) == len(a)*l.dim, "dictionary shape does not match dim")
 	r.Check(len(a) <= l.maxBudget, "dictionary larger than max_budget")
 	r.Check(linalg.AllFinite(dict) && linalg.AllFinite(a), "non-finite coefficients")
 	if err := r.Err(); err != nil {

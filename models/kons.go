@@ -61,9 +61,9 @@ func init() {
 }
 
 type kons struct {
-	kern      Kernel
+	kernel    Kernel
 	loss      Loss
-	d         int
+	dim       int
 	u         float64
 	mu        float64
 	eta       float64 // params.eta when given (etaFixed), else recomputed from ymax each round
@@ -85,9 +85,9 @@ type kons struct {
 func newKONS(s *Setup) (Learner, error) {
 	p := s.Params
 	l := &kons{
-		kern:      s.Kernel,
+		kernel:    s.Kernel,
 		loss:      s.Loss,
-		d:         s.Dim,
+		dim:       s.Dim,
 		u:         p.Positive("U", s.defU(1, 3)),
 		mu:        p.Positive("mu", 1),
 		maxBudget: p.Int("max_budget", s.defInt(2000, 256), 1, 20000),
@@ -112,7 +112,7 @@ func (l *kons) Size() int { return len(l.c) }
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *kons) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
@@ -120,12 +120,12 @@ func (l *kons) Predict(x []float64) Prediction {
 
 func (l *kons) predict(x []float64) Prediction {
 	kv := l.kv[:len(l.c)]
-	KernelVector(l.kern, kv, l.dict, x)
+	KernelVector(l.kernel, kv, l.dict, x)
 	return Prediction{Value: linalg.Dot(l.c, kv), Choice: -1, Prob: 1}
 }
 
 func (l *kons) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("kons", x, l.d, y); err != nil {
+	if err := updateInputErr("kons", x, l.dim, y); err != nil {
 		return err
 	}
 	if isBad(y) || !linalg.AllFinite(x) {
@@ -138,7 +138,7 @@ func (l *kons) Update(x []float64, _ Prediction, y float64) error {
 		return nil
 	}
 	kv := l.kv[:n]
-	KernelVector(l.kern, kv, l.dict, x)
+	KernelVector(l.kernel, kv, l.dict, x)
 	yhat := linalg.Dot(l.c, kv)
 	g := l.loss.Deriv(yhat, y)
 	if isBad(g) {
@@ -157,7 +157,7 @@ func (l *kons) Update(x []float64, _ Prediction, y float64) error {
 			return fmt.Errorf("kons: %w (label %v: 1/(4(U^2+Y^2)) underflows)", ErrNumerical, y)
 		}
 	}
-	kxx := l.kern.Diag(x)
+	kxx := l.kernel.Diag(x)
 	z, y1 := l.z[:n], l.y1[:n]
 	for i := range z {
 		z[i] = l.dg[i] * kv[i]
@@ -226,7 +226,7 @@ func (l *kons) UnmarshalBinary(blob []byte) error {
 	r.Check(t >= 0 && dropped >= 0 && dropped <= t, "counters")
 	r.Check(ymax >= 1 && !isBad(ymax), "target bound Y_t must be finite and >= 1")
 	r.Check(n <= l.maxBudget, "more stored rounds than max_budget")
-	r.Check(len(dict) == n*l.d && len(dg) == n && len(minv.Data) == n*(n+1)/2, "shapes do not match dim")
+	r.Check(len(dict) == n*l.dim && len(dg) == n && len(minv.Data) == n*(n+1)/2, "shapes do not match dim")
 	r.Check(linalg.AllFinite(dict) && linalg.AllFinite(c) && linalg.AllFinite(dg) && linalg.AllFinite(minv.Data), "non-finite state")
 	if err := r.Err(); err != nil {
 		return err

@@ -45,11 +45,11 @@ func init() {
 const nogdStateVersion = 1
 
 type nogd struct {
-	d, B, k int
-	eta     float64
-	kern    Kernel
-	loss    Loss
-	cls     bool
+	dim, B, k int
+	eta       float64
+	kernel    Kernel
+	loss      Loss
+	cls       bool
 
 	st1      budgetKOGD
 	sketched bool
@@ -74,7 +74,7 @@ func newNOGD(s *Setup) (Learner, error) {
 		return nil, err
 	}
 	l := &nogd{
-		d: s.Dim, B: B, k: k, eta: eta, kern: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
+		dim: s.Dim, B: B, k: k, eta: eta, kernel: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 		phi: make([]float64, k), wNew: make([]float64, k),
 		memo: stageMemo{predictMemo: newPredictMemo(s.Dim), phi: make([]float64, k)},
 	}
@@ -87,7 +87,7 @@ func (l *nogd) Size() int { return l.st1.n }
 // features writes phi(x) = M k_SV(x) into dst.
 func (l *nogd) features(dst, x []float64) {
 	kv := l.st1.kv
-	KernelVector(l.kern, kv, l.st1.sv, x)
+	KernelVector(l.kernel, kv, l.st1.sv, x)
 	for i := range dst {
 		dst[i] = linalg.Dot(l.m[i*l.B:(i+1)*l.B], kv)
 	}
@@ -96,7 +96,7 @@ func (l *nogd) features(dst, x []float64) {
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *nogd) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
@@ -105,7 +105,7 @@ func (l *nogd) Predict(x []float64) Prediction {
 func (l *nogd) predict(x []float64) Prediction {
 	var f float64
 	if !l.sketched {
-		f = l.st1.score(l.kern, x)
+		f = l.st1.score(l.kernel, x)
 		l.memo.f = f
 	} else {
 		l.features(l.memo.phi, x)
@@ -116,14 +116,14 @@ func (l *nogd) predict(x []float64) Prediction {
 }
 
 func (l *nogd) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("nogd", x, l.d, y); err != nil {
+	if err := updateInputErr("nogd", x, l.dim, y); err != nil {
 		return err
 	}
 	if l.cls {
 		y = Label(y)
 	}
 	if !l.sketched {
-		f := l.memo.score(&l.st1, l.kern, x)
+		f := l.memo.score(&l.st1, l.kernel, x)
 		return l.st1.update("nogd", l.loss, l.cls, l.eta, x, f, y, l.buildMap)
 	}
 	phi := l.phi
@@ -148,12 +148,12 @@ func (l *nogd) Update(x []float64, _ Prediction, y float64) error {
 // buildMap computes M = D_k^{-1/2} V_k^T and w = D_k^{1/2} V_k^T alpha from
 // the eigen-decomposition of the B x B kernel matrix (one-off, gonum).
 func (l *nogd) buildMap() error {
-	B, k, d := l.B, l.k, l.d
+	B, k, d := l.B, l.k, l.dim
 	K := mat.NewSymDense(B, nil)
 	sv := l.st1.sv
 	for i := 0; i < B; i++ {
 		for j := i; j < B; j++ {
-			K.SetSym(i, j, l.kern.Eval(sv[i*d:(i+1)*d], sv[j*d:(j+1)*d]))
+			K.SetSym(i, j, l.kernel.Eval(sv[i*d:(i+1)*d], sv[j*d:(j+1)*d]))
 		}
 	}
 	var es mat.EigenSym

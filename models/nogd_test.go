@@ -41,7 +41,7 @@ func TestNOGDTransferReproducesKOGD(t *testing.T) {
 	kogd.add(l.st1.sv[(l.B-1)*4:], l.st1.alpha[l.B-1])
 	worst := 0.0
 	for _, x := range xs[400:] {
-		worst = math.Max(worst, math.Abs(l.Predict(x).Value-kogd.score(l.kern, x)))
+		worst = math.Max(worst, math.Abs(l.Predict(x).Value-kogd.score(l.kernel, x)))
 	}
 	if worst > 1e-6 {
 		t.Fatalf("transferred model differs from KOGD by %v", worst)

@@ -62,7 +62,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
 
-const nonsStateVersion = 1
+const nonsALDStateVersion = 1
 
 // Stream defaults, measured on raw cpusmall and elevators with online scaling
 // (README "defaults per algorithm"): a standardised target needs |f| up to a
@@ -86,9 +86,9 @@ func init() {
 }
 
 type nonsALD struct {
-	kern      Kernel
+	kernel    Kernel
 	loss      Loss
-	d         int
+	dim       int
 	u         float64
 	mu        float64
 	eta       float64
@@ -111,9 +111,9 @@ func newNONSALD(s *Setup) (Learner, error) {
 	p := s.Params
 	horizon := p.Int("T", 10000, 1, math.MaxInt32)
 	l := &nonsALD{
-		kern:      s.Kernel,
+		kernel:    s.Kernel,
 		loss:      s.Loss,
-		d:         s.Dim,
+		dim:       s.Dim,
 		u:         p.Positive("U", s.defU(1, nonsStreamU)),
 		mu:        p.Positive("mu", 1),
 		alpha:     p.Float("alpha", 25/float64(horizon), 0, 1),
@@ -139,7 +139,7 @@ func (l *nonsALD) clip(v float64) float64 { return math.Max(-l.u, math.Min(l.u, 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
 func (l *nonsALD) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
@@ -148,7 +148,7 @@ func (l *nonsALD) Predict(x []float64) Prediction {
 func (l *nonsALD) predict(x []float64) Prediction {
 	j := l.S.size()
 	kv, lv := l.kv[:j], l.l[:j]
-	KernelVector(l.kern, kv, l.S.x, x)
+	KernelVector(l.kernel, kv, l.S.x, x)
 	l.S.L.SolveLower(lv, kv)
 	l.memo.store(x, uint64(l.t))
 	yt := linalg.Dot(l.w, lv)
@@ -165,7 +165,7 @@ func (l *nonsALD) solveA(dst, b []float64) {
 }
 
 func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("nons-ald", x, l.d, y); err != nil {
+	if err := updateInputErr("nons-ald", x, l.dim, y); err != nil {
 		return err
 	}
 	if isBad(y) || !linalg.AllFinite(x) {
@@ -175,9 +175,9 @@ func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
 	kv, lv := l.kv[:j], l.l[:j]
 	var alphaT float64 // lv = phi_old(x)
 	if l.memo.hit(x, uint64(l.t)) {
-		alphaT = math.Max(l.kern.Diag(x)-linalg.Dot(lv, lv), 0) // as residual computes it
+		alphaT = math.Max(l.kernel.Diag(x)-linalg.Dot(lv, lv), 0) // as residual computes it
 	} else {
-		alphaT, _ = l.S.residual(l.kern, x, kv, lv)
+		alphaT, _ = l.S.residual(l.kernel, x, kv, lv)
 	}
 	l.memo.forget()
 
@@ -244,7 +244,7 @@ func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
 func (l *nonsALD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *nonsALD) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.w)+len(l.S.L.Data)+len(l.C.Data))), "nons-ald", nonsStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.w)+len(l.S.L.Data)+len(l.C.Data))), "nons-ald", nonsALDStateVersion)
 	w.Int(l.t)
 	w.Bool(l.pending)
 	w.Int(l.S.size())
@@ -256,12 +256,12 @@ func (l *nonsALD) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 func (l *nonsALD) UnmarshalBinary(blob []byte) error {
-	r, _, err := NewStateReader(blob, "nons-ald", nonsStateVersion)
+	r, _, err := NewStateReader(blob, "nons-ald", nonsALDStateVersion)
 	if err != nil {
 		return err
 	}
 	t, pending, j := r.Int(), r.Bool(), r.Int()
-	S := aldDictionary{dim: l.d}
+	S := aldDictionary{dim: l.dim}
 	S.x = r.Floats(nil)
 	S.L.Data = r.Floats(nil)
 	w := r.Floats(nil)

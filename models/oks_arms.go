@@ -65,7 +65,7 @@ func (a *kernelArm) eval(x, kv []float64) float64 {
 // is not periodically recomputed as a'Ka (docs/kernel-selection.md [SUGGEST]): that costs
 // O(B^2 d), and the test finds the recurrence exact to 1e-8 at the cap.
 type kernelArms struct {
-	d         int
+	dim       int
 	maxBudget int
 	arms      []kernelArm
 
@@ -84,7 +84,7 @@ type kernelArms struct {
 }
 
 func newKernelArms(sigmas []float64, d, maxBudget int) *kernelArms {
-	b := &kernelArms{d: d, maxBudget: maxBudget, arms: make([]kernelArm, len(sigmas)), cArm: -1, memo: newPredictMemo(d)}
+	b := &kernelArms{dim: d, maxBudget: maxBudget, arms: make([]kernelArm, len(sigmas)), cArm: -1, memo: newPredictMemo(d)}
 	for i, s := range sigmas {
 		b.arms[i].gamma = 1 / (2 * s * s)
 	}
@@ -135,7 +135,7 @@ func (b *kernelArms) stage(i int, x []float64, coef, radius float64) bool {
 				small = j
 			}
 		}
-		d := b.d
+		d := b.dim
 		kn, as := kv[near], arm.a[small]
 		if coef*coef*(1-kn*kn) <= as*as {
 			// project onto the nearest support vector
@@ -164,7 +164,7 @@ func (b *kernelArms) stage(i int, x []float64, coef, radius float64) bool {
 
 func (b *kernelArms) commit() {
 	arm := &b.arms[b.sArm]
-	d := b.d
+	d := b.dim
 	x := b.sX
 	switch {
 	case b.sSlot < 0:
@@ -200,7 +200,7 @@ func (b *kernelArms) size() int {
 }
 
 func (b *kernelArms) marshal(w *StateWriter) {
-	w.Int(b.d)
+	w.Int(b.dim)
 	for i := range b.arms {
 		a := &b.arms[i]
 		w.Float(a.norm2)
@@ -210,7 +210,7 @@ func (b *kernelArms) marshal(w *StateWriter) {
 }
 
 func (b *kernelArms) unmarshal(r *StateReader) func() {
-	r.Check(r.Int() == b.d, "input dimension differs from the spec")
+	r.Check(r.Int() == b.dim, "input dimension differs from the spec")
 	type decoded struct {
 		norm2 float64
 		a, sv []float64
@@ -222,7 +222,7 @@ func (b *kernelArms) unmarshal(r *StateReader) func() {
 		dec[i].sv = r.Floats(nil)
 		n := len(dec[i].a)
 		r.Check(n <= b.maxBudget, "arm holds more support vectors than max_budget")
-		r.Check(len(dec[i].sv) == n*b.d, "support vector matrix shape")
+		r.Check(len(dec[i].sv) == n*b.dim, "support vector matrix shape")
 		r.Check(dec[i].norm2 >= 0 && !isBad(dec[i].norm2), "negative or non-finite RKHS norm")
 	}
 	return func() {

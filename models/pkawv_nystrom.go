@@ -83,9 +83,9 @@ func init() {
 }
 
 const (
-	pkawvNystromVersion = 1
-	nystromMaxBudget    = 4096
-	nystromMaxHistory   = 1 << 20
+	pkawvNystromStateVersion = 1
+	nystromMaxBudget         = 4096
+	nystromMaxHistory        = 1 << 20
 )
 
 type pkawvNystrom struct {
@@ -345,7 +345,7 @@ func (l *pkawvNystrom) MarshalBinary() ([]byte, error) { return l.AppendBinary(n
 
 func (l *pkawvNystrom) AppendBinary(dst []byte) ([]byte, error) {
 	size := 128 + 8*(len(l.dict)+2*len(l.w)+len(l.minv.Data)+len(l.fac.Data)+len(l.histX)+len(l.histY))
-	wr := NewStateWriter(slices.Grow(dst, size), "pkawv-nystrom", pkawvNystromVersion)
+	wr := NewStateWriter(slices.Grow(dst, size), "pkawv-nystrom", pkawvNystromStateVersion)
 	wr.Int(l.dim)
 	wr.Int(l.t)
 	wr.Float(l.unif)
@@ -373,7 +373,7 @@ func (l *pkawvNystrom) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 func (l *pkawvNystrom) UnmarshalBinary(blob []byte) error {
-	r, _, err := NewStateReader(blob, "pkawv-nystrom", pkawvNystromVersion)
+	r, _, err := NewStateReader(blob, "pkawv-nystrom", pkawvNystromStateVersion)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ func init() {
 	})
 }
 
-const pkawvTaylorVersion = 1
+const pkawvTaylorStateVersion = 1
 
 type pkawvTaylor struct {
 	lambda   float64
@@ -163,7 +163,7 @@ func (l *pkawvTaylor) Size() int { return l.r }
 func (l *pkawvTaylor) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *pkawvTaylor) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.ainv.Data)+l.r)), "pkawv-taylor", pkawvTaylorVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.ainv.Data)+l.r)), "pkawv-taylor", pkawvTaylorStateVersion)
 	w.Int(l.r)
 	w.Int(l.t)
 	w.Floats(l.b)
@@ -172,7 +172,7 @@ func (l *pkawvTaylor) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 func (l *pkawvTaylor) UnmarshalBinary(blob []byte) error {
-	rd, _, err := NewStateReader(blob, "pkawv-taylor", pkawvTaylorVersion)
+	rd, _, err := NewStateReader(blob, "pkawv-taylor", pkawvTaylorStateVersion)
 	if err != nil {
 		return err
 	}

@@ -75,13 +75,13 @@ const maxRFFrequencies = 1 << 16
 
 // rfArms holds the K random-feature arms and the shared frequency matrix.
 type rfArms struct {
-	d, nf  int       // input dimension, D
-	seed   uint64    // seed of Omega (state)
-	omega  []float64 // N(0,1) frequencies stored d x D: row k holds coordinate k of every w_j
-	invSig []float64 // 1/sigma_i
-	clip   float64
-	norm   float64   // 1/sqrt(D)
-	w      []float64 // K x 2D weights, row-major
+	dim, nf int       // input dimension, D
+	seed    uint64    // seed of Omega (state)
+	omega   []float64 // N(0,1) frequencies stored d x D: row k holds coordinate k of every w_j
+	invSig  []float64 // 1/sigma_i
+	clip    float64
+	norm    float64   // 1/sqrt(D)
+	w       []float64 // K x 2D weights, row-major
 	// scratch caches: u = Omega x for uMemo.x; z = z_i(x) for zMemo.x and
 	// the arm i = zMemo.ver
 	u     []float64
@@ -101,7 +101,7 @@ func newRFArms(s *Setup, sigmas []float64, u float64, rng *Rand) *rfArms {
 		nf = 1
 	}
 	b := &rfArms{
-		d: s.Dim, nf: nf, clip: clip, norm: 1 / math.Sqrt(float64(nf)),
+		dim: s.Dim, nf: nf, clip: clip, norm: 1 / math.Sqrt(float64(nf)),
 		invSig: make([]float64, len(sigmas)),
 		w:      make([]float64, len(sigmas)*2*nf),
 		u:      make([]float64, nf), uMemo: newPredictMemo(s.Dim), nz: make([]int, 0, s.Dim),
@@ -214,14 +214,14 @@ func (b *rfArms) commit() {
 func (b *rfArms) size() int { return b.nf }
 
 func (b *rfArms) marshal(w *StateWriter) {
-	w.Int(b.d)
+	w.Int(b.dim)
 	w.Int(b.nf)
 	w.Uint(b.seed)
 	w.Floats(b.w)
 }
 
 func (b *rfArms) unmarshal(r *StateReader) func() {
-	r.Check(r.Int() == b.d, "input dimension differs from the spec")
+	r.Check(r.Int() == b.dim, "input dimension differs from the spec")
 	r.Check(r.Int() == b.nf, "number of random frequencies D differs from the spec")
 	seed := r.Uint()
 	w := r.Floats(nil)
@@ -234,7 +234,7 @@ func (b *rfArms) unmarshal(r *StateReader) func() {
 	return func() {
 		if seed != b.seed {
 			b.seed = seed
-			b.omega = drawFrequencies(seed, b.nf, b.d)
+			b.omega = drawFrequencies(seed, b.nf, b.dim)
 		}
 		copy(b.w, w)
 		b.uMemo.forget()

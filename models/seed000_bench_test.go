@@ -86,7 +86,7 @@ type s0Restorer interface {
 func (l *kogd) snapshot() func() {
 	n, a, n2, g2 := len(l.a), append([]float64(nil), l.a...), l.n2, l.g2
 	return func() {
-		l.dict = l.dict[:n*l.d]
+		l.dict = l.dict[:n*l.dim]
 		l.a = l.a[:n]
 		copy(l.a, a)
 		l.kv = l.kv[:n]
@@ -98,7 +98,7 @@ func (l *kons) snapshot() func() {
 	n := len(l.c)
 	c, dg, m := append([]float64(nil), l.c...), append([]float64(nil), l.dg...), append([]float64(nil), l.minv.Data...)
 	return func() {
-		l.dict = l.dict[:n*l.d]
+		l.dict = l.dict[:n*l.dim]
 		l.c, l.dg = l.c[:n], l.dg[:n]
 		copy(l.c, c)
 		copy(l.dg, dg)

@@ -137,9 +137,9 @@ func TestStreamDefaultsResolve(t *testing.T) {
 	gamma := func(l Learner) float64 {
 		switch v := l.(type) {
 		case *nonsALD:
-			return v.kern.(*Gaussian).gamma
+			return v.kernel.(*Gaussian).gamma
 		case *forks:
-			return v.kern.(*Gaussian).gamma
+			return v.kernel.(*Gaussian).gamma
 		}
 		t.Fatalf("no kernel for %T", l)
 		return 0
