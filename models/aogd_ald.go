@@ -144,9 +144,6 @@ func (l *aogdALD) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("aogd-ald", x, l.dim, y); err != nil {
 		return err
 	}
-	if isBad(y) || !linalg.AllFinite(x) {
-		return fmt.Errorf("aogd-ald: %w (label %v or features)", ErrNumerical, y)
-	}
 	j := l.S.size()
 	kv, lv := l.kv[:j], l.l[:j]
 	if !l.memo.hit(x, uint64(l.t)) {

@@ -94,13 +94,14 @@ func (s *budgetKOGD) restore(b budgetKOGDBlob) {
 // update is the stage-1 round of Update shared by FORKS and NOGD: given the
 // score f of x, add x with its KOGD coefficient when budgetAdmit says so;
 // when that fills the budget, build stage 2 with full, undoing the addition
-// if full fails. alg names the learner in errors.
+// if full fails. alg names the learner in errors; x has passed Update's
+// input check (updateInputErr).
 func (s *budgetKOGD) update(alg string, loss Loss, cls bool, eta float64, x []float64, f, y float64, full func() error) error {
 	coef, add := budgetAdmit(loss, cls, f, y, eta)
 	if !add {
 		return nil
 	}
-	if math.IsNaN(coef) || math.IsInf(coef, 0) || !linalg.AllFinite(x) {
+	if math.IsNaN(coef) || math.IsInf(coef, 0) {
 		return fmt.Errorf("%s: stage-1 coefficient %v: %w", alg, coef, ErrNumerical)
 	}
 	s.add(x, coef)

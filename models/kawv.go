@@ -128,7 +128,7 @@ func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
 	}
 	l.prepare(x)
 	piv := l.memoDiag + l.lambda - l.memoLL
-	if !(piv > 0) || math.IsInf(piv, 0) || isBad(y) {
+	if !(piv > 0) || math.IsInf(piv, 0) {
 		return fmt.Errorf("kawv: update %d: %w", l.n()+1, ErrNumerical)
 	}
 	ltt := math.Sqrt(piv)

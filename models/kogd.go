@@ -99,9 +99,6 @@ func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("kogd", x, l.dim, y); err != nil {
 		return err
 	}
-	if isBad(y) || !linalg.AllFinite(x) {
-		return fmt.Errorf("kogd: %w (label %v or features)", ErrNumerical, y)
-	}
 	if len(l.a) >= l.maxBudget {
 		l.t++
 		l.dropped++

@@ -128,9 +128,6 @@ func (l *kons) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("kons", x, l.dim, y); err != nil {
 		return err
 	}
-	if isBad(y) || !linalg.AllFinite(x) {
-		return fmt.Errorf("kons: %w (label %v or features)", ErrNumerical, y)
-	}
 	n := len(l.c)
 	if n >= l.maxBudget {
 		l.t++

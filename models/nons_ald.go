@@ -168,9 +168,6 @@ func (l *nonsALD) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("nons-ald", x, l.dim, y); err != nil {
 		return err
 	}
-	if isBad(y) || !linalg.AllFinite(x) {
-		return fmt.Errorf("nons-ald: %w (label %v or features)", ErrNumerical, y)
-	}
 	j := l.S.size()
 	kv, lv := l.kv[:j], l.l[:j]
 	var alphaT float64 // lv = phi_old(x)

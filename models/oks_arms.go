@@ -117,9 +117,6 @@ func (b *kernelArms) current(i int, x []float64) float64 {
 }
 
 func (b *kernelArms) stage(i int, x []float64, coef, radius float64) bool {
-	if !linalg.AllFinite(x) {
-		return false
-	}
 	arm := &b.arms[i]
 	f := b.current(i, x)
 	n2 := arm.norm2 + 2*coef*f + coef*coef

@@ -136,7 +136,8 @@ type oksSelectionRule interface {
 	unmarshal(r *StateReader) (install func())
 }
 
-// oksArmBank is the set of K base learners.
+// oksArmBank is the set of K base learners. The x they get has passed
+// Update's input check (updateInputErr: the spec's length, finite).
 type oksArmBank interface {
 	// predict returns f_i(x); it may fill a scratch cache, nothing else.
 	predict(i int, x []float64) float64
@@ -228,9 +229,6 @@ func (l *oksLearner) Update(x []float64, pr Prediction, y float64) error {
 	}
 	if l.rule.usesQ() && !(pr.Aux >= 0 && pr.Aux <= 1) {
 		return fmt.Errorf("%s: %w (q = %v not in [0,1])", l.name, errOKSPrediction, pr.Aux)
-	}
-	if isBad(y) {
-		return fmt.Errorf("%s: %w (label %v)", l.name, ErrNumerical, y)
 	}
 	if l.classify {
 		y = Label(y)

@@ -273,7 +273,7 @@ func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
 		l.memo.forget() // the scratch may have been modified below
 		return fmt.Errorf("pkawv-nystrom: update %d: %w", l.t+1, ErrNumerical)
 	}
-	if !l.ok || isBad(y) {
+	if !l.ok {
 		return fail()
 	}
 	mn := m

@@ -140,9 +140,9 @@ func (l *pkawvTaylor) Update(x []float64, _ Prediction, y float64) error {
 	}
 	l.prepare(x)
 	h := l.memoH
-	// Guard before mutating: h >= 0 in exact arithmetic (A^{-1} is PD); u, y
+	// Guard before mutating: h >= 0 in exact arithmetic (A^{-1} is PD); u
 	// and the new b must be finite.
-	if !(h >= 0) || math.IsInf(h, 0) || isBad(y) || !linalg.AllFinite(l.u) {
+	if !(h >= 0) || math.IsInf(h, 0) || !linalg.AllFinite(l.u) {
 		return fmt.Errorf("pkawv-taylor: update %d: %w", l.t+1, ErrNumerical)
 	}
 	copy(l.bNew, l.b)

@@ -195,7 +195,7 @@ func (b *rfArms) predict(i int, x []float64) float64 {
 func (b *rfArms) stage(i int, x []float64, coef, _ float64) bool {
 	// |z_j| <= 1/sqrt(D) and |v_j| <= clip, so v_j + coef z_j is finite
 	// whenever coef / sqrt(D) is.
-	if isBad(coef*b.norm) || !linalg.AllFinite(x) {
+	if isBad(coef * b.norm) {
 		return false
 	}
 	b.features(i, x)
