@@ -66,7 +66,7 @@ func TestKONSStateVersion1(t *testing.T) {
 	t.Parallel()
 	xs, ys := s0Data(30, 3, 5)
 	spec := gaussianSpec("kons", 3, 0.8, nil)
-	ref := mustNew(t, spec, "k").(*kons)
+	ref := mustNew(t, spec, "k").(*KONS)
 	s0Run(t, ref, xs[:20], ys[:20])
 	if ref.ymax != 1 {
 		t.Fatalf("targets in [0, 1] moved Y_t to %v", ref.ymax)

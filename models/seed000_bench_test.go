@@ -83,7 +83,7 @@ type s0Restorer interface {
 	snapshot() func()
 }
 
-func (l *kogd) snapshot() func() {
+func (l *KOGD) snapshot() func() {
 	n, a, n2, g2 := len(l.a), append([]float64(nil), l.a...), l.n2, l.g2
 	return func() {
 		l.dict = l.dict[:n*l.dim]
@@ -94,7 +94,7 @@ func (l *kogd) snapshot() func() {
 	}
 }
 
-func (l *kons) snapshot() func() {
+func (l *KONS) snapshot() func() {
 	n := len(l.c)
 	c, dg, m := append([]float64(nil), l.c...), append([]float64(nil), l.dg...), append([]float64(nil), l.minv.Data...)
 	return func() {

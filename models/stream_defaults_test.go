@@ -136,7 +136,7 @@ func TestStreamDefaultsResolve(t *testing.T) {
 	none := ScaleSpec{X: "none", Y: "none"}
 	gamma := func(l Learner) float64 {
 		switch v := l.(type) {
-		case *nonsALD:
+		case *NONSALD:
 			return v.kernel.(*Gaussian).gamma
 		case *forks:
 			return v.kernel.(*Gaussian).gamma
@@ -158,8 +158,8 @@ func TestStreamDefaultsResolve(t *testing.T) {
 		t.Errorf("explicit sigma: gamma %v, want 1/18", g)
 	}
 
-	n := inner(Spec{Algorithm: "nons-ald", Dim: 8}).(*nonsALD)
-	np := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: none}).(*nonsALD)
+	n := inner(Spec{Algorithm: "nons-ald", Dim: 8}).(*NONSALD)
+	np := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: none}).(*NONSALD)
 	if n.u != nonsStreamU || n.maxBudget != nonsStreamBudget || np.u != 1 || np.maxBudget != 256 {
 		t.Errorf("nons-ald U, max_budget: stream %v %d, paper %v %d", n.u, n.maxBudget, np.u, np.maxBudget)
 	}
@@ -167,7 +167,7 @@ func TestStreamDefaultsResolve(t *testing.T) {
 		t.Errorf("nons-ald stream eta %v does not follow U", n.eta)
 	}
 	// U stays the paper's when the target is not standardised.
-	if u := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: ScaleSpec{X: "standard", Y: "none"}}).(*nonsALD).u; u != 1 {
+	if u := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: ScaleSpec{X: "standard", Y: "none"}}).(*NONSALD).u; u != 1 {
 		t.Errorf("nons-ald with scale.y none: U %v, want 1", u)
 	}
 
