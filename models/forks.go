@@ -1,82 +1,5 @@
 package models
 
-// FORKS: Wen, Zhang, Wei, Hou, Li, Zhang, "Fast Second-Order Online Kernel
-// Learning Through Incremental Matrix Sketching and Decomposition"
-// (arXiv 2410.11188 v2), Algorithm 1 as reconstructed in docs/forks.md.
-//
-// Stage 1 (Algorithm 1 lines 3-6): KOGD on a budget of B support vectors;
-// a record is added when its loss is non-zero (see budgetKOGD).
-// When the budget fills (line 7-9): the sketches Phi_pm = S_p^T K S_m and
-// Phi_pp = S_p^T K S_p of Eq. 3 are built from the B x B kernel matrix with a
-// CountSketch S_p (SJLT with one block, "d = 1") and a uniform column
-// sample S_m of s_m landmarks, Phi_pp ~ V Lambda V^T at rank k, and the
-// explicit feature map of Eq. 5 is phi(x) = Z^T c_m(x) with
-// Z = pinv(Phi_pm) V Lambda^{1/2} and c_m(x) the kernel values at the landmarks.
-// Stage 2, every record: ONS in R^k (Eq. 10) with the generalized projection
-// onto |phi^T w| <= C, A^{-1} kept by Sherman-Morrison (O(k^2)).
-// Every rho-th stage-2 record is an update round (lines 10-12): the record
-// enters the sketch (Eq. 4 / Eq. 11 / App. B.1), TISVD (Algorithm 2,
-// tisvd.go) refreshes V, Lambda with the rank-2 update of Eq. 12, Z is
-// recomputed, and the ONS state is reset to A = alpha I, w = 0.
-//
-// Choices, as tagged in the spec:
-//   - [R, SUGGEST] an update round predicts with the old model first;
-//     the sketch update and the reset happen in Update, which then takes one
-//     ONS step in the new feature space from w = 0.
-//   - [R, CODE] the new sub-sampling row s_m^(t+1) is 0: landmarks stay
-//     the s_m support vectors sampled when the sketch is built, so Phi_pm gains
-//     only the rank-1 term s_p b^T with b = c_m(x_t).
-//   - [CODE, SUGGEST] psi (the new kernel column) runs over the B
-//     initial support vectors, whose CountSketch rows are kept, plus the last
-//     params.window points inserted into the sketch (a ring, with their rows).
-//     window = 0 is the reference code: memory O(B d), but once the
-//     insertions outnumber B, Phi_pp turns indefinite (their cross terms are
-//     missing). window >= number of insertions is the paper's exact Eq. 4
-//     (Phi_pp = S_p^T K S_p, PSD); in between it is a bounded compromise.
-//     Default 64 (forksDefaultWindow): with rho = 2000 it covers the
-//     insertions of 128,000 stage-2 records exactly, and measured better
-//     than 0 (scaled cod-rna, 5 shuffles: 11.7 % against 22.6 % mistakes).
-//     The papers' tables pass "window":0 (docs/forks.md).
-//     TISVD keeps the k largest eigenvalues and the feature map uses
-//     sqrt(max(lambda, 0)).
-//   - [P] A_t includes g_t (standard ONS, Algorithm 1 line 19 before 20):
-//     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
-//   - [CODE] projection = "eager" (default): the state is the
-//     projected w; f = phi^T w; after a step v = w - A_t^{-1} g_t the new w
-//     is the A_t-norm projection of v onto |phi_t^T w| <= C with the *current*
-//     record's phi_t, as the reference code does, and records with zero loss
-//     change nothing. projection = "lazy" is the literal reading of Eq. 10b
-//     with phi_{t+1} [R]: the state holds the unprojected v, Predict projects
-//     it with the new record's phi, so f = clamp(phi^T v, -C, C), and Update
-//     steps from that projected w. With hinge loss and C = 1 the lazy form
-//     makes every unclamped prediction a margin error, A grows every round
-//     and learning stalls: on cod-rna (Table 1 settings) it is several points
-//     worse than eager, which reproduces the paper (docs/forks.md). When
-//     phi^T A^{-1} phi < 1e-12 the projection is skipped.
-//   - [P] rho counts every stage-2 record (the paper's "once every rho
-//     examples"), not only margin errors as the reference code does. There is
-//     no N in a stream, so rho is absolute; default 2000 (see docs/forks.md).
-//   - [SUGGEST] when the sketch is built, w starts at the least-squares
-//     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
-//     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
-//     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
-//   - [SUGGEST] pinv(Phi_pm) V Lambda^{1/2} as a rank-revealing
-//     least-squares solve (pivoted Cholesky of the s_m x s_m Gram matrix,
-//     relative cut-off; see computeZ), recomputed only in update rounds.
-//   - Stage-1 admission: hinge, squared hinge and logistic add x when
-//     y f < 1 (for hinge and squared hinge that is "loss > 0"; for logistic the
-//     reconstruction's margin rule, [SUGGEST], since its loss is never 0); square
-//     loss adds every record with f != y. The KOGD coefficient is -eta l'(f, y)
-//     (hinge: eta y), no shrinking.
-//   - Losses: hinge (default, Tables 1-3), squared hinge (KuaiRec Fig. 3b),
-//     logistic [SUGGEST], square for regression [SUGGEST]; for square
-//     loss C must cover the targets' range (default C = 1 suits [0, 1]).
-//   - D = 1 SJLT block (all the paper's experiments); float64 throughout.
-//
-// Numerical guard: every update computes into scratch (including TISVD's next
-// buffers and the next Z), checks finiteness, and only then commits; the PRNG
-// draw of an update round is undone when the round is rejected.
-
 import (
 	"fmt"
 	"math"
@@ -99,10 +22,110 @@ func init() {
 const forksStateVersion = 1
 
 // forksDefaultWindow is params.window's default: the inserted points whose
-// kernel columns the sketch keeps (see the choices above).
+// kernel columns the sketch keeps (see the FORKS type).
 const forksDefaultWindow = 64
 
-type forks struct {
+// FORKS is fast second-order online kernel learning on an incrementally
+// maintained sketch (algorithm "forks"), Algorithm 1 of D. Wen, X. Zhang,
+// Z. Wei, C. Hou, S. Li and W. Zhang, "Fast Second-Order Online Kernel
+// Learning Through Incremental Matrix Sketching and Decomposition",
+// arXiv:2410.11188 v2, 2024 [Wen et al. 2024, Alg. 1-2, eq. 3-12]. Notes,
+// the choices against the paper's tables and measurements: docs/forks.md.
+//
+// Stage 1 [Wen et al. 2024, Alg. 1 lines 3-6] is kernel online gradient
+// descent on a budget of B support vectors (budgetKOGD, budget.go). When the
+// budget fills (lines 7-9), the sketches Phi_pm = S_p^T K S_m and
+// Phi_pp = S_p^T K S_p of eq. 3 are built from the B x B kernel matrix with a
+// CountSketch S_p (an SJLT with one block) and a uniform column sample S_m
+// of s_m landmarks; Phi_pp ~ V Lambda V^T at rank k, and the explicit feature
+// map of eq. 5 is phi(x) = Z^T c_m(x), Z = pinv(Phi_pm) V Lambda^{1/2}, c_m(x)
+// the kernel values at the landmarks (forks_sketch.go). Stage 2, every
+// record: the online Newton step in R^k (eq. 10) with the generalized
+// projection onto |phi^T w| <= C, A^{-1} kept by Sherman-Morrison (O(k^2)).
+// Every rho-th stage-2 record is an update round (lines 10-12): the record
+// enters the sketch (eq. 4, 11; App. B.1), TISVD (Alg. 2, tisvd.go) refreshes
+// V and Lambda with the rank-2 update of eq. 12, Z is recomputed, and the ONS
+// state is reset to A = alpha I, w = 0.
+//
+// Choices:
+//   - [RECON] [SUGGEST] An update round predicts with the old model first;
+//     the sketch update and the reset happen in Update, which then takes one
+//     ONS step in the new feature space from w = 0.
+//   - [RECON] [CODE] The new sub-sampling row s_m^(t+1) is 0: the landmarks
+//     stay the s_m support vectors sampled when the sketch is built, so Phi_pm
+//     gains only the rank-1 term s_p b^T with b = c_m(x_t) (the only reading
+//     consistent with eq. 5; the authors' code does the same).
+//   - [CODE] [SUGGEST] psi, the new kernel column, runs over the B initial
+//     support vectors, whose CountSketch rows are kept, plus the last window
+//     points inserted into the sketch (a ring, with their rows). window = 0
+//     is the authors' code: memory O(B d), but once the insertions outnumber
+//     B, Phi_pp turns indefinite (their cross terms are missing). A window
+//     of at least the number of insertions is the paper's exact eq. 4
+//     (Phi_pp = S_p^T K S_p, PSD); in between it is a bounded compromise. The
+//     default 64 covers the insertions of 128,000 stage-2 records at
+//     rho = 2000 and measured better than 0 (scaled cod-rna, 5 shuffles:
+//     11.7 % against 22.6 % mistakes); the paper's tables pass "window":0
+//     (docs/forks.md). TISVD keeps the k largest eigenvalues and the feature
+//     map uses sqrt(max(lambda, 0)).
+//   - [PAPER] A_t includes g_t (standard ONS, Alg. 1 line 19 before 20):
+//     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
+//   - [CODE] projection "eager" (the default): the state is the projected w,
+//     f = phi^T w; after a step v = w - A_t^{-1} g_t the new w is the A_t-norm
+//     projection of v onto |phi_t^T w| <= C with the current record's phi_t,
+//     as the authors' code does, and records with zero loss change nothing.
+//     [RECON] projection "lazy" is the literal reading of eq. 10b with
+//     phi_{t+1}: the state holds the unprojected v, Predict projects it with
+//     the new record's phi, so f = clamp(phi^T v, -C, C), and Update steps
+//     from that projected w. With hinge loss and C = 1 the lazy form makes
+//     every unclamped prediction a margin error, A grows every round and
+//     learning stalls: on cod-rna (Table 1 settings) it is several points
+//     worse than eager, which reproduces the paper (docs/forks.md). When
+//     phi^T A^{-1} phi < 1e-12 the projection is skipped.
+//   - [PAPER] rho counts every stage-2 record (the paper's "once every rho
+//     examples"), not only margin errors as the authors' code does. A stream
+//     has no length N, so rho is absolute.
+//   - [SUGGEST] When the sketch is built, w starts at the least-squares
+//     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
+//     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
+//     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
+//   - [SUGGEST] pinv(Phi_pm) V Lambda^{1/2} is a rank-revealing
+//     least-squares solve (pivoted Cholesky of the s_m x s_m Gram matrix,
+//     relative cut-off; computeZ), recomputed only in update rounds.
+//   - Stage-1 admission (budgetAdmit): hinge, squared hinge and logistic
+//     add x when y f < 1, the square loss every record with f != y; the
+//     coefficient is -eta l'(f, y) (hinge: eta y), no shrinking.
+//   - Losses: hinge (the default, Tables 1-3), squared hinge (KuaiRec,
+//     Fig. 3b), logistic [SUGGEST], square for regression [SUGGEST]; for
+//     the square loss C must cover the targets' range (C = 1 suits [0, 1]).
+//   - One SJLT block (all the paper's experiments); float64 throughout.
+//   - Numerical guard: every update computes into scratch (including TISVD's
+//     next factors and the next Z), checks finiteness, and only then
+//     commits; the PRNG draw of an update round is undone when the round is
+//     rejected.
+//
+// Cost per record: stage 1 O(B d); a regular stage-2 record
+// O(s_m d + s_m k + k^2); an update round O(B d + s_p k^2 + s_p s_m^2 + s_m^3).
+// Memory is constant on an unbounded stream: O(B d + s_p s_m + s_p k + k^2 +
+// window d).
+//
+// Parameters and their defaults:
+//   - B: budget of support vectors (100), in [2, 4096].
+//   - sp: s_p, columns of the CountSketch (B), in [1, 4096].
+//   - sm: s_m, landmarks sampled among the support vectors
+//     (round(0.2 s_p); stream round(0.4 s_p); at most B).
+//   - k: TISVD rank, the dimension of the features (B/10; stream 0.4 B;
+//     at least 1, at most s_p).
+//   - rho: update cycle in stage-2 records (2000).
+//   - eta: stage-1 KOGD step (0.2).
+//   - alpha: ONS regulariser, A_0 = alpha I (0.01).
+//   - beta: the paper's sigma_i + eta_i in A_t = A_{t-1} + beta g g^T (0.5).
+//   - C: the projection bound (1; stream 2).
+//   - projection: "eager" or "lazy" ("eager").
+//   - window: inserted points kept for psi (64), in [0, 65536].
+//   - kernel.sigma (1; stream 4 sqrt(d)).
+//
+// Losses: hinge (default), logistic, squared-hinge, square.
+type FORKS struct {
 	dim                     int
 	B, sp, sm, k, rho       int
 	eta, alpha, beta, bound float64
@@ -126,7 +149,7 @@ type forks struct {
 	v        []float64 // k: ONS iterate (eager: projected w; lazy: unprojected v)
 	ainv     []float64 // k x k: A^{-1}
 	// The last `window` points inserted into the sketch, a ring: psi also
-	// runs over them (docs/forks.md "AllSketched", bounded).
+	// runs over them (the choices above).
 	ringX    []float64 // window x d
 	ringCode []int     // window: CountSketch rows, as code
 	ringN    int       // points in the ring (<= window)
@@ -171,7 +194,7 @@ func newFORKS(s *Setup) (Learner, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	l := &forks{
+	l := &FORKS{
 		dim: s.Dim, B: B, sp: sp, sm: sm, k: k, rho: rho,
 		eta: eta, alpha: alpha, beta: beta, bound: bound, eager: proj == "eager", window: window,
 		kernel: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
@@ -189,9 +212,9 @@ func newFORKS(s *Setup) (Learner, error) {
 	return l, nil
 }
 
-func (l *forks) Size() int { return l.st1.n }
+func (l *FORKS) Size() int { return l.st1.n }
 
-func (l *forks) label(y float64) float64 {
+func (l *FORKS) label(y float64) float64 {
 	if l.cls {
 		return Label(y)
 	}
@@ -199,7 +222,7 @@ func (l *forks) label(y float64) float64 {
 }
 
 // features writes phi(x) = Z^T c_m(x) into dst.
-func (l *forks) features(dst, x []float64) {
+func (l *FORKS) features(dst, x []float64) {
 	KernelVector(l.kernel, l.cm, l.lmX, x)
 	for i := range dst {
 		dst[i] = 0
@@ -211,7 +234,7 @@ func (l *forks) features(dst, x []float64) {
 	}
 }
 
-func (l *forks) clamp(z float64) float64 {
+func (l *FORKS) clamp(z float64) float64 {
 	return math.Max(-l.bound, math.Min(l.bound, z))
 }
 
@@ -219,14 +242,14 @@ func (l *forks) clamp(z float64) float64 {
 // f = phi^T Proj(v) = clamp(phi^T v, -C, C) in stage 2 (Eq. 10b).
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *forks) Predict(x []float64) Prediction {
+func (l *FORKS) Predict(x []float64) Prediction {
 	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *forks) predict(x []float64) Prediction {
+func (l *FORKS) predict(x []float64) Prediction {
 	var f float64
 	if !l.sketched {
 		f = l.st1.score(l.kernel, x)
@@ -242,7 +265,7 @@ func (l *forks) predict(x []float64) Prediction {
 	return Prediction{Value: f, Choice: -1, Prob: 1}
 }
 
-func (l *forks) Update(x []float64, _ Prediction, y float64) error {
+func (l *FORKS) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("forks", x, l.dim, y); err != nil {
 		return err
 	}
@@ -302,7 +325,7 @@ func (l *forks) Update(x []float64, _ Prediction, y float64) error {
 // q = A_{t-1}^{-1} phi already in l.q, starting from the projected l.w:
 // A_t^{-1} g = dl q / (1 + beta dl^2 phi^T q) (Sherman-Morrison), so
 // v = w - dl q / den and A^{-1} -= beta dl^2 q q^T / den. Checked before any write.
-func (l *forks) onsStep(dl float64, phi []float64) error {
+func (l *FORKS) onsStep(dl float64, phi []float64) error {
 	gq := dl * dl * linalg.Dot(phi, l.q)
 	den := 1 + l.beta*gq
 	if !(den > 0) || math.IsInf(den, 0) {
@@ -336,7 +359,7 @@ func (l *forks) onsStep(dl float64, phi []float64) error {
 // v = w - A_t^{-1} g, then w = Proj_{A_t}(v) onto |phi_t^T w| <= C with the
 // current record's phi_t. With A_t^{-1} phi = q/den the projection moves v
 // along q by h(phi^T v) / (phi^T q).
-func (l *forks) eagerStep(phi []float64, y float64, r int) error {
+func (l *FORKS) eagerStep(phi []float64, y float64, r int) error {
 	f := linalg.Dot(phi, l.v)
 	dl := l.loss.Deriv(f, y)
 	if dl == 0 {
@@ -355,7 +378,7 @@ func (l *forks) eagerStep(phi []float64, y float64, r int) error {
 
 // eagerProject projects l.v onto |phi^T v| <= C in the A-norm, with l.q
 // holding A_{t-1}^{-1} phi (so A_t^{-1} phi is parallel to it).
-func (l *forks) eagerProject(phi []float64) {
+func (l *FORKS) eagerProject(phi []float64) {
 	z := linalg.Dot(phi, l.v)
 	if math.Abs(z) <= l.bound {
 		return
@@ -367,7 +390,7 @@ func (l *forks) eagerProject(phi []float64) {
 }
 
 // symMul is dst = A^{-1} x.
-func (l *forks) symMul(dst, x []float64) {
+func (l *FORKS) symMul(dst, x []float64) {
 	k := l.k
 	for i := 0; i < k; i++ {
 		dst[i] = linalg.Dot(l.ainv[i*k:(i+1)*k], x)
@@ -375,7 +398,7 @@ func (l *forks) symMul(dst, x []float64) {
 }
 
 // resetONS sets A^{-1} = I/alpha (Algorithm 1 line 12).
-func (l *forks) resetONS() {
+func (l *FORKS) resetONS() {
 	for i := range l.ainv {
 		l.ainv[i] = 0
 	}

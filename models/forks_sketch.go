@@ -14,7 +14,7 @@ import (
 
 // allocSketch sizes the stage-2 state and scratch (once, when the sketch is
 // built or restored).
-func (l *forks) allocSketch() {
+func (l *FORKS) allocSketch() {
 	l.code = make([]int, l.B)
 	l.lm = make([]int, l.sm)
 	l.lmX = make([]float64, l.sm*l.dim)
@@ -38,7 +38,7 @@ func (l *forks) allocSketch() {
 // buildSketch is Algorithm 1 lines 8-9 (Eq. 3 with t = B, then Eq. 5): it
 // builds Phi_pm, Phi_pp from the B x B kernel matrix, the rank-k
 // eigen-factors of Phi_pp, Z, and the transferred w.
-func (l *forks) buildSketch() error {
+func (l *FORKS) buildSketch() error {
 	saved := l.rng.State()
 	B, sp, sm, d := l.B, l.sp, l.sm, l.dim
 	l.allocSketch()
@@ -116,7 +116,7 @@ func (l *forks) buildSketch() error {
 	return nil
 }
 
-func (l *forks) fillLandmarks() {
+func (l *FORKS) fillLandmarks() {
 	d := l.dim
 	for j, i := range l.lm {
 		copy(l.lmX[j*d:(j+1)*d], l.st1.sv[i*d:(i+1)*d])
@@ -126,7 +126,7 @@ func (l *forks) fillLandmarks() {
 // updateRound inserts x into the sketch (Eq. 11 with s_m^(t+1) = 0), runs
 // TISVD on Phi_pp's rank-2 update (Eq. 12), recomputes Z (Eq. 5), resets ONS
 // (w = 0, A = alpha I) and takes one ONS step on (x, y) in the new space.
-func (l *forks) updateRound(x []float64, y float64, r int) error {
+func (l *FORKS) updateRound(x []float64, y float64, r int) error {
 	saved := l.rng.State()
 	fail := func(what string) error {
 		l.rng.SetState(saved)
@@ -238,7 +238,7 @@ func (l *forks) updateRound(x []float64, y float64, r int) error {
 // sp sm k); an update round at B = 200 took 11 ms with a one-sided Jacobi
 // SVD of Phi_pm, 2.8 ms with a Jacobi eigensolver of the Gram matrix, and
 // 0.3-1 ms with this.
-func (l *forks) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
+func (l *FORKS) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
 	sp, sm, k := l.sp, l.sm, l.k
 	g := l.gram
 	for i := range g {

@@ -6,9 +6,13 @@ import (
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
 
-func (l *forks) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+// MarshalBinary writes the PRNG, the stage-1 model and, once the sketch is
+// built, the whole second stage: CountSketch rows, landmarks, Phi_pm, the
+// TISVD factors, Z, the ONS iterate and A^{-1}, and the ring of inserted
+// points. The scratch and the landmark copies are rebuilt on restore.
+func (l *FORKS) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
-func (l *forks) AppendBinary(dst []byte) ([]byte, error) {
+func (l *FORKS) AppendBinary(dst []byte) ([]byte, error) {
 	n := 256 + 8*(len(l.st1.sv)+l.B)
 	if l.sketched {
 		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.dim+1))
@@ -35,7 +39,7 @@ func (l *forks) AppendBinary(dst []byte) ([]byte, error) {
 	return w.Finish(), nil
 }
 
-func (l *forks) UnmarshalBinary(blob []byte) error {
+func (l *FORKS) UnmarshalBinary(blob []byte) error {
 	rd, _, err := NewStateReader(blob, "forks", forksStateVersion)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ func TestNOGDRoundTripExact(t *testing.T) {
 func TestNOGDTransferReproducesKOGD(t *testing.T) {
 	xs, ys := forksStream(500, 4, 32)
 	spec := Spec{Algorithm: "nogd", Dim: 4, Kernel: KernelSpec{Sigma: 0.5}, Params: map[string]any{"B": 20, "k": 20}}
-	l := mustNew(t, spec, "key-1").(*nogd)
+	l := mustNew(t, spec, "key-1").(*NOGD)
 	i := 0
 	for ; l.st1.n < l.B-1; i++ {
 		_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
@@ -54,7 +54,7 @@ func TestNOGDErrors(t *testing.T) {
 			t.Errorf("%v: want ErrSpec, got %v", p, err)
 		}
 	}
-	d := mustNew(t, nogdSpec(nil), "key-1").(*nogd)
+	d := mustNew(t, nogdSpec(nil), "key-1").(*NOGD)
 	if d.B != 100 || d.k != 10 || d.eta != 0.2 {
 		t.Fatalf("defaults B=%d k=%d eta=%v", d.B, d.k, d.eta)
 	}
@@ -74,7 +74,7 @@ func TestNOGDErrors(t *testing.T) {
 	for i := range xs {
 		_ = g.Update(xs[i], g.Predict(xs[i]), ys[i])
 	}
-	if !g.(*nogd).sketched {
+	if !g.(*NOGD).sketched {
 		t.Fatal("map not built")
 	}
 	before := mustMarshal(t, g)

@@ -138,7 +138,7 @@ func TestStreamDefaultsResolve(t *testing.T) {
 		switch v := l.(type) {
 		case *NONSALD:
 			return v.kernel.(*Gaussian).gamma
-		case *forks:
+		case *FORKS:
 			return v.kernel.(*Gaussian).gamma
 		}
 		t.Fatalf("no kernel for %T", l)
@@ -171,15 +171,15 @@ func TestStreamDefaultsResolve(t *testing.T) {
 		t.Errorf("nons-ald with scale.y none: U %v, want 1", u)
 	}
 
-	f := inner(Spec{Algorithm: "forks", Dim: 8}).(*forks)
-	fp := inner(Spec{Algorithm: "forks", Dim: 8, Scale: none}).(*forks)
+	f := inner(Spec{Algorithm: "forks", Dim: 8}).(*FORKS)
+	fp := inner(Spec{Algorithm: "forks", Dim: 8, Scale: none}).(*FORKS)
 	if f.k != 40 || f.sm != 40 || f.bound != 2 || f.window != forksDefaultWindow {
 		t.Errorf("forks stream k %d sm %d C %v window %d", f.k, f.sm, f.bound, f.window)
 	}
 	if fp.k != 10 || fp.sm != 20 || fp.bound != 1 || fp.window != forksDefaultWindow {
 		t.Errorf("forks paper k %d sm %d C %v window %d", fp.k, fp.sm, fp.bound, fp.window)
 	}
-	if w := inner(Spec{Algorithm: "forks", Dim: 8, Params: map[string]any{"window": 0, "k": 7}}).(*forks); w.window != 0 || w.k != 7 {
+	if w := inner(Spec{Algorithm: "forks", Dim: 8, Params: map[string]any{"window": 0, "k": 7}}).(*FORKS); w.window != 0 || w.k != 7 {
 		t.Errorf("explicit window 0, k 7: got %d, %d", w.window, w.k)
 	}
 
