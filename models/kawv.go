@@ -9,28 +9,6 @@ import (
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
 
-// kawv: exact Kernel-AWV, the oracle of the PKAWV family.
-//
-// Paper: Jézéquel, Gaillard & Rudi, NeurIPS 2019 [P002], sec. 2 eq. 3 (the
-// kernelised Vovk-Azoury-Warmuth forecaster), Prop. 1-2. Notes: docs/pkawv.md.
-//
-//	f_t = argmin_f sum_{s<t} (y_s - f(x_s))^2 + lambda ||f||^2 + f(x_t)^2,  y_hat_t = f_t(x_t)
-//
-// [DERIVED] with L the lower Cholesky factor of K_{t-1} + lambda I over the
-// stored inputs, l = L^{-1} k_{t-1}(x_t) and z = L^{-1} Y_{t-1}:
-//
-//	ridge (KRR, what P002 ran on real data): y_hat = l'z
-//	awv:  y_hat = l'z / (1 + h),  h = (k(x_t,x_t) - l'l) / lambda
-//
-// and the update appends the row (l', sqrt(k(x_t,x_t) + lambda - l'l)) to L
-// and (y_t - l'z)/L_tt to z [SUGGEST]. O(t d + t^2) per record, O(t^2)
-// memory: the cost the PKAWV variants avoid.
-//
-// Params: lambda (default 1; [1e-8, 1e8]); mode (awv | ridge, default awv;
-// an addition so that both PKAWV modes have an oracle); max_rounds (default
-// 10000, at most 50000): the hard cap on the stream length. At the default
-// the factor takes 400 MB; Update beyond the cap returns ErrKAWVHorizon and
-// changes nothing, Predict keeps predicting from the frozen state.
 func init() {
 	Register(Algorithm{
 		Name:    "kawv",
@@ -52,7 +30,39 @@ const (
 	kawvDefaultRound = 10000
 )
 
-type kawv struct {
+// KAWV is the exact kernelised Vovk-Azoury-Warmuth forecaster, Kernel-AWV
+// (algorithm "kawv"), the oracle of the PKAWV learners, from R. Jézéquel,
+// P. Gaillard and A. Rudi, "Efficient online learning with kernels for
+// adversarial large scale problems", NeurIPS 2019 [Jézéquel et al. 2019,
+// Sec. 2, eq. 3, Prop. 1-2]. Notes and measurements: docs/pkawv.md.
+//
+//	f_t = argmin_f sum_{s<t} (y_s - f(x_s))^2 + lambda ||f||^2 + f(x_t)^2,  y_hat_t = f_t(x_t)
+//
+// [DERIVED] With L the lower Cholesky factor of K_{t-1} + lambda I over the
+// stored inputs, l = L^{-1} k_{t-1}(x_t) and z = L^{-1} Y_{t-1}:
+//
+//	ridge (kernel ridge regression, what the paper ran on its real data): y_hat = l'z
+//	awv:  y_hat = l'z / (1 + h),  h = (k(x_t,x_t) - l'l) / lambda
+//
+// and the update appends the row (l', sqrt(k(x_t,x_t) + lambda - l'l)) to L
+// and (y_t - l'z)/L_tt to z [SUGGEST]. Update reuses the work of the Predict
+// of the same x (bitMemo).
+//
+// Cost: O(t d + t^2) time per record and O(t^2 + t d) memory, the cost the
+// PKAWV learners avoid.
+//
+// Parameters and their defaults:
+//   - lambda: the regulariser (1, the paper's experiments), in [1e-8, 1e8].
+//   - mode: "awv" or "ridge" ("awv"); ridge is an addition, so that both
+//     PKAWV modes have an oracle.
+//   - max_rounds: the hard cap on stored instances (10000), in [1, 50000].
+//     At the default the factor takes 400 MB; Update beyond the cap returns
+//     ErrKAWVHorizon and changes nothing, Predict keeps predicting from the
+//     frozen state.
+//   - kernel.sigma (1; stream 2 sqrt(d)).
+//
+// Loss: square.
+type KAWV struct {
 	kernel    Kernel
 	dim       int
 	lambda    float64
@@ -76,14 +86,14 @@ func newKAWV(s *Setup) (Learner, error) {
 	lambda := s.Params.Float("lambda", 1, 1e-8, 1e8)
 	mode := s.Params.String("mode", "awv", "awv", "ridge")
 	maxRounds := s.Params.Int("max_rounds", kawvDefaultRound, 1, kawvMaxRounds)
-	l := &kawv{kernel: s.Kernel, dim: s.Dim, lambda: lambda, ridge: mode == "ridge", maxRounds: maxRounds}
+	l := &KAWV{kernel: s.Kernel, dim: s.Dim, lambda: lambda, ridge: mode == "ridge", maxRounds: maxRounds}
 	l.memo = newBitMemo(s.Dim)
 	return l, nil
 }
 
-func (l *kawv) n() int { return len(l.z) }
+func (l *KAWV) n() int { return len(l.z) }
 
-func (l *kawv) prepare(x []float64) {
+func (l *KAWV) prepare(x []float64) {
 	t := l.n()
 	if l.memo.hit(x, uint64(t)) {
 		return
@@ -103,14 +113,14 @@ func (l *kawv) prepare(x []float64) {
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *kawv) Predict(x []float64) Prediction {
+func (l *KAWV) Predict(x []float64) Prediction {
 	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *kawv) predict(x []float64) Prediction {
+func (l *KAWV) predict(x []float64) Prediction {
 	l.prepare(x)
 	y := l.memoKRR
 	if !l.ridge {
@@ -119,7 +129,7 @@ func (l *kawv) predict(x []float64) Prediction {
 	return Prediction{Value: y, Choice: -1, Prob: 1}
 }
 
-func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
+func (l *KAWV) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("kawv", x, l.dim, y); err != nil {
 		return err
 	}
@@ -144,11 +154,11 @@ func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
 }
 
 // Size is the number of stored instances.
-func (l *kawv) Size() int { return l.n() }
+func (l *KAWV) Size() int { return l.n() }
 
-func (l *kawv) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+func (l *KAWV) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
-func (l *kawv) AppendBinary(dst []byte) ([]byte, error) {
+func (l *KAWV) AppendBinary(dst []byte) ([]byte, error) {
 	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvStateVersion)
 	w.Int(l.dim)
 	w.Floats(l.x)
@@ -157,7 +167,7 @@ func (l *kawv) AppendBinary(dst []byte) ([]byte, error) {
 	return w.Finish(), nil
 }
 
-func (l *kawv) UnmarshalBinary(blob []byte) error {
+func (l *KAWV) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "kawv", kawvStateVersion)
 	if err != nil {
 		return err
