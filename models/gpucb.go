@@ -1,47 +1,3 @@
-// GP-UCB: exact Gaussian-process upper-confidence-bound bandit, the oracle
-// that BKB approximates.
-//
-// Paper: Calandriello, Carratino, Lazaric, Valko, Rosasco, "Gaussian process
-// optimization with adaptive sketching: scalable and no regret" (COLT 2019),
-// sec. 2 eq. (1)-(3) (posterior mean/variance and UCB) and sec. 4.1 eq. (7)-(8)
-// (the frequentist confidence radius of Chowdhury & Gopalan 2017). Spec:
-// docs/bandits.md (S9).
-//
-// Posterior over the t pulled arms x_1..x_t (with repetitions):
-//
-//	mu_t(x)      = k_t(x)' (K_t + lambda I)^{-1} y_t                           (eq. 1)
-//	sigma_t^2(x) = k(x,x) - k_t(x)' (K_t + lambda I)^{-1} k_t(x)               (eq. 2)
-//	u_t(x)       = mu_t(x) + beta_t sqrt(sigma_t^2(x)/lambda)                   (eq. 8 scaling)
-//	beta_t       = sqrt(lambda) F + xi sqrt(2 (log det(K_t/lambda + I) + log(1/delta)))   (eq. 7)
-//
-// Choices made (tags as in the spec):
-//   - [SUGGEST S9] O(A t) per step instead of the paper's O(A t^2): keep the
-//     lower Cholesky factor L of K_t + lambda I, v = L^{-1} y and, for the last
-//     arm set seen, W = L^{-1} K_{t,A} (t x A) with mu(A) = W'v and
-//     sigma^2(A) = diag(K_AA) - colsum(W.^2). Pulling arm j appends one row:
-//     l = W[:, j], l_nn = sqrt(k(x_j,x_j) + lambda - l'l),
-//     w = (k(x_j, A) - l'W)/l_nn, v_new = (y - l'v)/l_nn, mu += w v_new,
-//     sigma^2 -= w.^2, log det += log(l_nn^2/lambda).
-//   - The W cache is derived, not stored: the state holds X, y, L, v and
-//     log det; a restored learner (or a new arm set) rebuilds W by replaying
-//     the rows with the same code (appendCacheRow), and the direct forward
-//     substitution of an arm outside the cache uses the same summation order,
-//     so cached and rebuilt values are bit-identical and a restored learner
-//     makes exactly the choices the original would have made.
-//   - [RECON] Std in Decision/Prediction is the posterior standard deviation of
-//     f(x) in reward units, sqrt(sigma_t^2(x)); the UCB is mu + beta_t
-//     sqrt(sigma_t^2/lambda) (eq. 8), i.e. mu + (beta_t/sqrt(lambda)) Std. A
-//     constant `beta` param replaces the whole multiplier of Std:
-//     UCB = mu + beta Std (the common GP-UCB reading).
-//   - [SUGGEST] Exact ties of the UCB (all arms at t = 0 for a stationary
-//     kernel) are broken uniformly at random with the learner's PRNG, which
-//     reproduces the paper's "pick x_1 uniformly at random".
-//   - Hard cap: exact GP-UCB keeps L (t^2/2 floats) and W (A t floats), so
-//     `max_rounds` (default 4096, at most 16384) bounds t; past it Observe
-//     returns ErrRoundCap and the learner keeps its state (it still chooses).
-//     The state blob holds L: about 4 t^2 bytes (64 MiB at t = 4096); GP-UCB
-//     is an offline oracle, use bkb in the service.
-
 package models
 
 import (
@@ -68,8 +24,63 @@ func init() {
 	})
 }
 
-// gpUCB is the exact GP-UCB learner (algorithm "gp-ucb").
-type gpUCB struct {
+// GPUCB is the exact Gaussian-process upper-confidence-bound bandit
+// (algorithm "gp-ucb"), the oracle that BKB approximates, as D. Calandriello,
+// L. Carratino, A. Lazaric, M. Valko and L. Rosasco, "Gaussian process
+// optimization with adaptive sketching: scalable and no regret", COLT 2019
+// state it [Calandriello et al. 2019, Sec. 2, eq. 1-3 (posterior mean,
+// variance and UCB); Sec. 4.1, eq. 7-8 (the frequentist confidence radius of
+// [Chowdhury & Gopalan 2017])]. Notes and measurements: docs/bandits.md.
+//
+// Posterior over the t pulled arms x_1..x_t (with repetitions):
+//
+//	mu_t(x)      = k_t(x)' (K_t + lambda I)^{-1} y_t                           (eq. 1)
+//	sigma_t^2(x) = k(x,x) - k_t(x)' (K_t + lambda I)^{-1} k_t(x)               (eq. 2)
+//	u_t(x)       = mu_t(x) + beta_t sqrt(sigma_t^2(x)/lambda)                   (eq. 8 scaling)
+//	beta_t       = sqrt(lambda) F + xi sqrt(2 (log det(K_t/lambda + I) + log(1/delta)))   (eq. 7)
+//
+// Choices:
+//   - [SUGGEST] O(A t) per step instead of the paper's O(A t^2): keep the
+//     lower Cholesky factor L of K_t + lambda I, v = L^{-1} y and, for the
+//     last arm set seen, W = L^{-1} K_{t,A} (t x A) with mu(A) = W'v and
+//     sigma^2(A) = diag(K_AA) - colsum(W.^2). Pulling arm j appends one row:
+//     l = W[:, j], l_nn = sqrt(k(x_j,x_j) + lambda - l'l),
+//     w = (k(x_j, A) - l'W)/l_nn, v_new = (y - l'v)/l_nn, mu += w v_new,
+//     sigma^2 -= w.^2, log det += log(l_nn^2/lambda).
+//   - The W cache is derived, not stored: the state holds X, y, L, v and
+//     log det; a restored learner (or a new arm set) rebuilds W by replaying
+//     the rows with the same code (appendCacheRow), and the direct forward
+//     substitution of an arm outside the cache uses the same summation order,
+//     so cached and rebuilt values are bit-identical and a restored learner
+//     makes exactly the choices the original would have made.
+//   - [RECON] Std in Decision and Prediction is the posterior standard
+//     deviation of f(x) in reward units, sqrt(sigma_t^2(x)); the UCB is
+//     mu + beta_t sqrt(sigma_t^2/lambda) (eq. 8), i.e.
+//     mu + (beta_t/sqrt(lambda)) Std. A constant beta param replaces the
+//     whole multiplier of Std: UCB = mu + beta Std (the common GP-UCB
+//     reading).
+//   - [SUGGEST] Exact ties of the UCB (all arms at t = 0 for a stationary
+//     kernel) are broken uniformly at random with the learner's PRNG, which
+//     reproduces the paper's "pick x_1 uniformly at random".
+//   - Hard cap: exact GP-UCB keeps L (t^2/2 floats) and W (A t floats), so
+//     max_rounds bounds t; past it Observe returns ErrRoundCap and the
+//     learner keeps its state (it still chooses).
+//
+// Cost: Choose O(A) on the cached arm set (O(A t (t + d)) to rebuild the
+// cache for a new one); Observe O(A t) for a cached arm, O(t^2 + A t)
+// otherwise; Predict O(t^2). The state holds L: about 4 t^2 bytes (64 MiB at
+// t = 4096). GP-UCB is an offline oracle; the service uses BKB.
+//
+// Parameters and their defaults:
+//   - lambda: the ridge (1), in [1e-12, 1e12]; xi, the noise's sub-Gaussian
+//     constant (0.5); delta (0.1); F, the bound on ||f||_H (1).
+//   - radius: "constant" (UCB = mean + beta Std) or "theory" (beta_t above)
+//     ("constant"); beta: the constant radius (0.5).
+//   - max_rounds: the cap on observations (4096), in [1, 16384].
+//   - kernel.sigma (1).
+//
+// Loss: square (the reward's).
+type GPUCB struct {
 	kernel    Kernel
 	dim       int
 	bp        banditParams
@@ -99,7 +110,7 @@ type gpUCB struct {
 }
 
 func newGPUCB(s *Setup) (Learner, error) {
-	g := &gpUCB{kernel: s.Kernel, dim: s.Dim, last: -1}
+	g := &GPUCB{kernel: s.Kernel, dim: s.Dim, last: -1}
 	g.bp = readBanditParams(s.Params)
 	g.maxRounds = s.Params.Int("max_rounds", 4096, 1, 16384)
 	g.rng.Seed(s.Seed)
@@ -107,10 +118,10 @@ func newGPUCB(s *Setup) (Learner, error) {
 }
 
 // Size is the number of observations t.
-func (g *gpUCB) Size() int { return g.t }
+func (g *GPUCB) Size() int { return g.t }
 
-// multiplier is the factor of Std in the UCB (see the file comment).
-func (g *gpUCB) multiplier() float64 {
+// multiplier is the factor of Std in the UCB (see the GPUCB type).
+func (g *GPUCB) multiplier() float64 {
 	if !g.bp.theory {
 		return g.bp.beta
 	}
@@ -119,7 +130,7 @@ func (g *gpUCB) multiplier() float64 {
 }
 
 // sameArms reports whether arms equals the cached arm set.
-func (g *gpUCB) sameArms(arms [][]float64) bool {
+func (g *GPUCB) sameArms(arms [][]float64) bool {
 	if !g.valid || len(arms) != g.nArms {
 		return false
 	}
@@ -136,7 +147,7 @@ func (g *gpUCB) sameArms(arms [][]float64) bool {
 }
 
 // rebuildCache makes the cache describe arms by replaying every row of L.
-func (g *gpUCB) rebuildCache(arms [][]float64) {
+func (g *GPUCB) rebuildCache(arms [][]float64) {
 	a, d := len(arms), g.dim
 	g.arms = growFloats(g.arms, a*d)
 	for j, x := range arms {
@@ -165,7 +176,7 @@ func (g *gpUCB) rebuildCache(arms [][]float64) {
 // appendCacheRow computes row i of W from row i of L and folds it into mu and
 // sigma^2. W must already have room for row i. The accumulation order here
 // must match forwardSubst (bit-identical cache and direct paths).
-func (g *gpUCB) appendCacheRow(i int) {
+func (g *GPUCB) appendCacheRow(i int) {
 	a, d := g.nArms, g.dim
 	row := g.l.Row(i)
 	wi := g.w[i*a : (i+1)*a : (i+1)*a]
@@ -188,7 +199,7 @@ func (g *gpUCB) appendCacheRow(i int) {
 }
 
 // forwardSubst sets dst = L^{-1} k_t(x) (len t) in the same order as appendCacheRow.
-func (g *gpUCB) forwardSubst(dst, x []float64) {
+func (g *GPUCB) forwardSubst(dst, x []float64) {
 	t, d := g.t, g.dim
 	KernelVector(g.kernel, dst[:t], g.x[:t*d], x)
 	for i := 0; i < t; i++ {
@@ -202,7 +213,7 @@ func (g *gpUCB) forwardSubst(dst, x []float64) {
 }
 
 // Choose returns the arm with the largest UCB (ties broken at random).
-func (g *gpUCB) Choose(arms [][]float64) Decision {
+func (g *GPUCB) Choose(arms [][]float64) Decision {
 	if len(arms) == 0 {
 		panic("gp-ucb: Choose with no arms")
 	}
@@ -230,7 +241,7 @@ func (g *gpUCB) Choose(arms [][]float64) Decision {
 }
 
 // cachedArm returns the index of x in the cached arm set, or -1.
-func (g *gpUCB) cachedArm(x []float64) int {
+func (g *GPUCB) cachedArm(x []float64) int {
 	if !g.valid {
 		return -1
 	}
@@ -249,7 +260,7 @@ func (g *gpUCB) cachedArm(x []float64) int {
 
 // Observe adds the reward of pulling x. O(A t) when x is in the cached arm
 // set, O(t^2 + A t) otherwise.
-func (g *gpUCB) Observe(x []float64, reward float64) error {
+func (g *GPUCB) Observe(x []float64, reward float64) error {
 	if len(x) != g.dim { // input.go: an error, never a panic
 		return fmt.Errorf("gp-ucb: len(x) = %d, want dim = %d: %w", len(x), g.dim, ErrDim)
 	}
@@ -298,7 +309,7 @@ func (g *gpUCB) Observe(x []float64, reward float64) error {
 }
 
 // Predict returns the posterior mean and standard deviation of f(x). O(t^2).
-func (g *gpUCB) Predict(x []float64) Prediction {
+func (g *GPUCB) Predict(x []float64) Prediction {
 	if err := checkInput(x, g.dim); err != nil { // input.go: flagged, never a panic
 		return invalidPrediction(err)
 	}
@@ -314,12 +325,12 @@ func (g *gpUCB) Predict(x []float64) Prediction {
 }
 
 // Update is Observe (the Learner view of a bandit: y is the reward of x).
-func (g *gpUCB) Update(x []float64, _ Prediction, y float64) error { return g.Observe(x, y) }
+func (g *GPUCB) Update(x []float64, _ Prediction, y float64) error { return g.Observe(x, y) }
 
 // MarshalBinary writes t, X, y, L, v, log det and the PRNG.
-func (g *gpUCB) MarshalBinary() ([]byte, error) { return g.AppendBinary(nil) }
+func (g *GPUCB) MarshalBinary() ([]byte, error) { return g.AppendBinary(nil) }
 
-func (g *gpUCB) AppendBinary(dst []byte) ([]byte, error) {
+func (g *GPUCB) AppendBinary(dst []byte) ([]byte, error) {
 	n := g.t
 	w := NewStateWriter(slices.Grow(dst, 64+8*(n*g.dim+2*n+n*(n+1)/2)), "gp-ucb", gpucbStateVersion)
 	w.Int(g.dim)
@@ -334,7 +345,7 @@ func (g *gpUCB) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 // UnmarshalBinary restores a state written by MarshalBinary for the same spec.
-func (g *gpUCB) UnmarshalBinary(blob []byte) error {
+func (g *GPUCB) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "gp-ucb", gpucbStateVersion)
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 	r := NewRand(3)
 	arms := testArms(r, 25, 3)
 	spec := gaussianSpec("gp-ucb", 3, 0.8, map[string]any{"xi": 0.2, "lambda": 0.04, "beta": 1.5})
-	g := newBandit(t, spec, "k").(*gpUCB)
+	g := newBandit(t, spec, "k").(*GPUCB)
 	var xs [][]float64
 	var ys []float64
 	for step := 0; step < 60; step++ {
@@ -164,7 +164,7 @@ func TestBanditRoundTripExact(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if bk, ok := orig.(*bkb); ok && bk.armOK && bk.t%bkbDefaultRefresh != 0 {
+				if bk, ok := orig.(*BKB); ok && bk.armOK && bk.t%bkbDefaultRefresh != 0 {
 					midEpoch++
 				}
 				restored := newBandit(t, spec, "user-1")

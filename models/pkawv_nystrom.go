@@ -54,11 +54,11 @@ const (
 // bordered inverse eliminated by its Schur complement (O(m^2), no bordering
 // unless x_t is taken); p_t = min(beta tau_t, 1), z_t ~ Bernoulli(p_t).
 //
-// [RECON] App. H's Alg. 2 is garbled in the paper's text (a truncated
-// initialisation, the row and the column of the new centre mixed up); it is
-// rebuilt from the Python listing of App. H.2, whose own slip (Y where the
-// padded Yp is meant) is corrected, and checked numerically against the exact
-// learner (docs/pkawv.md).
+// [RECON] In the text of the paper this was built from, App. H's Alg. 2 is
+// garbled (a truncated initialisation, the row and the column of the new
+// centre mixed up); it is rebuilt from the Python listing of App. H.2, whose
+// own slip (Y where the padded Yp is meant) is corrected, and checked
+// numerically against the exact learner (docs/pkawv.md).
 //
 // Choices:
 //   - [SUGGEST] KORS weight s = 1/sqrt(p): sum_j s_j^2 phi_j phi_j' is then
