@@ -1,48 +1,5 @@
 package models
 
-// Shared machinery of the online kernel selection learners of
-//
-//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
-//	Bandit Feedback", ECML-PKDD 2022 (docs/kernel-selection.md).
-//
-// Every algorithm of the family (oks, oks++, ioks, rf-oks++, rf-ioks) is one
-// oksLearner: K base learners ("arms"), one per Gaussian width sigma_i, and a
-// selection rule over them. Each round the learner samples one arm
-// I_t ~ p_t from the key's PRNG, predicts f_{t,I_t}(x_t), and on the label
-// computes only that arm's loss (bandit feedback, docs/kernel-selection.md). The rule turns
-// the importance-weighted loss into the next distribution p_{t+1} and the
-// played arm's step size lambda_{t,I_t}; the arm then takes the projected,
-// importance-weighted gradient step of docs/kernel-selection.md (eq. (2) in kernel form,
-// eq. (8) in random-feature form).
-//
-// Rules: oks.go (Algorithm 1, Yang et al. 2012), oks_plus.go (OKS++, Sec. 3,
-// App. F Alg. 3), ioks.go (IOKS, Sec. 4, Alg. 2). Arms: kernelArms in this
-// file (kernel expansion, bounded by max_budget) and rfArms in rf_oks.go.
-//
-// Delayed labels. Predict returns the sampled arm in Prediction.Choice, its
-// probability p_{t,I_t} in Prediction.Prob and q_{t,I_t} in Prediction.Aux, so
-// a label that arrives after other updates still updates the arm that
-// predicted, with the importance weight it was sampled with. The loss and its
-// derivative are taken at the served prediction Prediction.Value; the RKHS
-// norm recurrence (docs/kernel-selection.md) needs the arm's *current* value at x, which
-// Update recomputes unless the arm is unchanged since Predict (the common,
-// synchronous case; a scratch cache, not state, makes that free).
-//
-// Memory [SUGGEST, docs/kernel-selection.md]: the paper's kernel-form arms store every
-// played example. Here each arm holds at most max_budget support vectors;
-// at the cap a step is projected onto the nearest support vector or replaces
-// the smallest coefficient, whichever perturbs f less in RKHS norm (see
-// kernelArms). The RF forms (rf_oks.go) are bounded by construction.
-//
-// Other [SUGGEST] choices: exponential weights are normalised by a softmax
-// shifted by the smallest cumulative loss (docs/kernel-selection.md); the squared RKHS
-// norm is clamped at 0 before sqrt ; every update computes all new
-// scalars, the next distributions and the arm step into scratch first, and
-// commits only when all are finite (numerical guard).
-//
-// Capability: every learner of the family implements KernelSelector, so the
-// consumer's metrics and eval can show which width is winning.
-
 import (
 	"errors"
 	"fmt"
@@ -150,7 +107,44 @@ type oksArmBank interface {
 	unmarshal(r *StateReader) (install func())
 }
 
-// oksLearner is one key's kernel selector: arms + rule + sampling distribution.
+// oksLearner is one key's kernel selector, the learner behind OKS, OKSPlus,
+// IOKS, RFOKSPlus and RFIOKS [Li & Liao 2022]: K base learners ("arms"), one
+// per Gaussian width sigma_i, and a selection rule over them. Each round it
+// samples one arm I_t ~ p_t from the key's PRNG, predicts f_{t,I_t}(x_t), and
+// on the label computes only that arm's loss (bandit feedback). The rule turns
+// the importance-weighted loss into the next distribution p_{t+1} and the
+// played arm's step size lambda_{t,I_t}; the arm then takes the projected,
+// importance-weighted gradient step ([Li & Liao 2022, eq. 2] in kernel form,
+// eq. 8 in random-feature form).
+//
+// Rules: oksRule (oks.go, [Li & Liao 2022, Alg. 1], after [Yang et al. 2012]),
+// oksPlusRule (oks_plus.go, Sec. 3, App. F Alg. 3), ioksRule (ioks.go, Sec. 4,
+// Alg. 2). Arms: kernelArms (oks_arms.go, kernel expansion, bounded by
+// max_budget) and rfArms (rf_oks.go, random features).
+//
+// Delayed labels. Predict returns the sampled arm in Prediction.Choice, its
+// probability p_{t,I_t} in Prediction.Prob and q_{t,I_t} in Prediction.Aux, so
+// a label that arrives after other updates still updates the arm that
+// predicted, with the importance weight it was sampled with. The loss and its
+// derivative are taken at the served prediction Prediction.Value; the RKHS
+// norm recurrence needs the arm's current value at x, which Update recomputes
+// unless the arm is unchanged since Predict (the common, synchronous case; a
+// scratch cache, not state, makes that free).
+//
+// Memory [SUGGEST]: the paper's kernel-form arms store every played example.
+// Here each arm holds at most max_budget support vectors; at the cap a step
+// is projected onto the nearest support vector or replaces the smallest
+// coefficient, whichever perturbs f less in RKHS norm (kernelArms). The
+// random-feature forms are bounded by construction.
+//
+// Other [SUGGEST] choices: the exponential weights are normalised by a softmax
+// shifted by the smallest cumulative loss; the squared RKHS norm is clamped at
+// 0 before sqrt; every update computes all new scalars, the next
+// distributions and the arm step into scratch first, and commits only when
+// all are finite (numerical guard).
+//
+// Every learner of the family implements KernelSelector, so the consumer's
+// metrics and eval can show which width is winning.
 type oksLearner struct {
 	name     string
 	dim      int // spec dim: the input contract (input.go)
@@ -167,9 +161,11 @@ type oksLearner struct {
 	obs      oksObservation // scratch (a field, so that passing it to the rule does not allocate)
 }
 
-func newOKSLearner(name string, s *Setup, sigmas []float64, rule oksSelectionRule, arms oksArmBank, rng *Rand) *oksLearner {
+// init makes l the kernel selector name of s with the candidate widths
+// sigmas, the rule and the arms; rng is the key's PRNG (copied).
+func (l *oksLearner) init(name string, s *Setup, sigmas []float64, rule oksSelectionRule, arms oksArmBank, rng *Rand) {
 	k := len(sigmas)
-	l := &oksLearner{
+	*l = oksLearner{
 		name: name, dim: s.Dim, loss: s.Loss, classify: s.Loss.Classification(),
 		sigmas: sigmas, rule: rule, arms: arms, rng: *rng,
 		p: make([]float64, k), q: make([]float64, k),
@@ -179,7 +175,6 @@ func newOKSLearner(name string, s *Setup, sigmas []float64, rule oksSelectionRul
 		l.p[i] = 1 / float64(k)
 		l.q[i] = 1 / float64(k)
 	}
-	return l
 }
 
 // Predict samples I_t ~ p_t (advancing the PRNG, the only state it touches)

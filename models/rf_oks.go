@@ -1,41 +1,5 @@
 package models
 
-// RF-OKS++ and RF-IOKS: the bounded-memory, time-budgeted kernel selectors of
-//
-//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
-//	Bandit Feedback", ECML-PKDD 2022, Sec. 5, eq. (8), App. D-F, Algorithms 3
-//	and 4 (docs/kernel-selection.md).
-//
-// Each arm i is a linear model on Gaussian random Fourier features
-//
-//	z_i(x) = (1/sqrt(D)) [cos(w_1'x/sigma_i), sin(w_1'x/sigma_i), ..., cos(w_D'x/sigma_i), sin(w_D'x/sigma_i)]  in R^{2D}
-//
-// with f_i(x) = v_i' z_i(x), and the projected importance-weighted step of eq. (8):
-//
-//	v_i <- v_i - lambda_{t,i} l'_t z_i(x_t) / p_{t,i},   then clip every coordinate to [-clip, clip].
-//
-// The outer level is OKS++'s (oks_plus.go, RF-OKS++ = App. F Alg. 3, ctilde =
-// c/p without clipping) or IOKS's (ioks.go, RF-IOKS = Alg. 4, with
-// ||z||^2 = 1 in lambda's gradient sum). Only the sampled arm's features are
-// computed, so a round costs O(D d + D) whatever K is.
-//
-// Choices from the spec:
-//   - [RECON] the garbled RFF covariance is sigma^{-2} I_d: w ~ N(0, sigma_i^{-2} I).
-//   - [CODE] one shared matrix Omega in R^{D x d} of N(0,1) entries serves all K
-//     kernels; arm i uses Omega x / sigma_i. D counts frequencies, the
-//     feature vector has 2D entries (cos and sin).
-//   - [CODE]/[SUGGEST] clip defaults to U/sqrt(D) (D = number of frequencies),
-//     as the authors' code; it bounds ||v||_2 by sqrt(2) U.
-//   - [SUGGEST] (docs/kernel-selection.md) Omega is drawn from a PRNG seeded by one
-//     64-bit word taken from the key's PRNG when the learner is built; the
-//     state stores that word, not the D x d matrix, and Omega is regenerated
-//     from it on restore when it differs. State size: 8 K (2D) bytes for the
-//     weights + 8 bytes seed + O(K) accumulators (D = 400, K = 6: ~38 KB);
-//     Omega takes 8 D d bytes of memory (not state) per learner in memory.
-//
-// Params: rf-oks++: sigmas, U, C0, G, variant, D, clip; rf-ioks: sigmas, U, T,
-// G1, lmax, alpha, eta, delta, upsilon, D, clip.
-
 import (
 	"fmt"
 	"math"
@@ -53,7 +17,9 @@ func init() {
 			rule := newOKSPlusRule(s, len(sigmas))
 			rng := NewRand(s.Seed)
 			arms := newRFArms(s, sigmas, rule.radius(), rng)
-			return newOKSLearner("rf-oks++", s, sigmas, rule, arms, rng), nil
+			l := new(RFOKSPlus)
+			l.init("rf-oks++", s, sigmas, rule, arms, rng)
+			return l, nil
 		},
 	})
 	Register(Algorithm{
@@ -65,15 +31,89 @@ func init() {
 			rule := newIOKSRule(s, len(sigmas))
 			rng := NewRand(s.Seed)
 			arms := newRFArms(s, sigmas, rule.radius(), rng)
-			return newOKSLearner("rf-ioks", s, sigmas, rule, arms, rng), nil
+			l := new(RFIOKS)
+			l.init("rf-ioks", s, sigmas, rule, arms, rng)
+			return l, nil
 		},
 	})
 }
 
+// RFOKSPlus is RF-OKS++, OKS++ over random Fourier features (algorithm
+// "rf-oks++"), the bounded-memory, time-budgeted form of OKSPlus from J. Li
+// and S. Liao, "Improved Regret Bounds for Online Kernel Selection under
+// Bandit Feedback", ECML-PKDD 2022 [Li & Liao 2022, Sec. 5, eq. 8, App. D-F,
+// App. F Alg. 3]. It is one of the five kernel selectors of oksLearner
+// (oks_learner.go); its arms are rfArms (rf_oks.go). Notes and measurements:
+// docs/kernel-selection.md.
+//
+// The outer level is OKSPlus' (ctilde = c/p, no clipping). Each arm i is a
+// linear model on Gaussian random Fourier features [Rahimi & Recht 2007]
+//
+//	z_i(x) = (1/sqrt(D)) [cos(w_1'x/sigma_i), sin(w_1'x/sigma_i), ..., cos(w_D'x/sigma_i), sin(w_D'x/sigma_i)]  in R^{2D}
+//
+// with f_i(x) = v_i' z_i(x) and the projected importance-weighted step of
+// eq. 8:
+//
+//	v_i <- v_i - lambda_{t,i} l'_t z_i(x_t) / p_{t,i},   then clip every coordinate to [-clip, clip].
+//
+// Only the sampled arm's features are computed, so a round costs O(D d + D)
+// whatever K is. The choices about the features are rfArms'.
+//
+// Cost: O(D d + D + K) per record; memory O(D d + K D), of which 2 K D
+// weights are state.
+//
+// Parameters and their defaults: OKSPlus' (sigmas, U, C0, G, variant; no
+// max_budget), and
+//   - D: random frequencies per width (400), in [1, 65536]; the feature
+//     vector has 2D entries.
+//   - clip: the bound of every weight (U/sqrt(D), as the authors' code).
+//
+// Losses: square (default), logistic, squared-hinge.
+type RFOKSPlus struct{ oksLearner }
+
+// RFIOKS is RF-IOKS, IOKS over random Fourier features (algorithm "rf-ioks"),
+// the bounded-memory, time-budgeted form of IOKS from J. Li and S. Liao,
+// "Improved Regret Bounds for Online Kernel Selection under Bandit Feedback",
+// ECML-PKDD 2022 [Li & Liao 2022, Sec. 5, eq. 8, App. D-F, Alg. 4]. It is one
+// of the five kernel selectors of oksLearner (oks_learner.go); its arms are
+// rfArms (rf_oks.go), as RFOKSPlus'. Notes and measurements:
+// docs/kernel-selection.md.
+//
+// The outer level is IOKS', with ||z||^2 = 1 in lambda's gradient sum; each
+// arm is a linear model on 2D random Fourier features of its width, stepped
+// by eq. 8 and clipped coordinatewise (see RFOKSPlus).
+//
+// Cost: O(D d + D + K) per record; memory O(D d + K D), of which 2 K D
+// weights are state.
+//
+// Parameters and their defaults: IOKS' (sigmas, U, T, G1, lmax, alpha, eta,
+// delta, upsilon; no max_budget), and
+//   - D: random frequencies per width (400), in [1, 65536].
+//   - clip: the bound of every weight (U/sqrt(D), as the authors' code).
+//
+// Losses: absolute (default), square, logistic, hinge.
+type RFIOKS struct{ oksLearner }
+
 // maxRFFrequencies bounds D (memory D d + 2 D K floats per learner).
 const maxRFFrequencies = 1 << 16
 
-// rfArms holds the K random-feature arms and the shared frequency matrix.
+// rfArms holds the K random-feature arms of RFOKSPlus and RFIOKS and their
+// shared frequency matrix [Li & Liao 2022, Sec. 5, eq. 8, App. D-F]: arm i is
+// f_i(x) = v_i' z_i(x) on 2D Gaussian random Fourier features of width
+// sigma_i. Choices:
+//   - [RECON] The garbled covariance of the features is read as sigma^{-2} I_d:
+//     w ~ N(0, sigma_i^{-2} I).
+//   - [CODE] One shared matrix Omega in R^{D x d} of N(0,1) entries serves all
+//     K kernels; arm i uses Omega x / sigma_i. D counts frequencies, the
+//     feature vector has 2D entries (cos and sin).
+//   - [CODE] [SUGGEST] clip defaults to U/sqrt(D) (D the number of
+//     frequencies), as the authors' code; it bounds ||v||_2 by sqrt(2) U.
+//   - [SUGGEST] Omega is drawn from a PRNG seeded by one 64-bit word taken
+//     from the key's PRNG when the learner is built; the state stores that
+//     word, not the D x d matrix, and Omega is regenerated from it on restore
+//     when it differs. State size: 8 K (2D) bytes for the weights, 8 bytes of
+//     seed and O(K) accumulators (D = 400, K = 6: about 38 KB); Omega takes
+//     8 D d bytes of memory (not state) per learner.
 type rfArms struct {
 	dim, nf int       // input dimension, D
 	seed    uint64    // seed of Omega (state)

@@ -183,11 +183,11 @@ func TestStreamDefaultsResolve(t *testing.T) {
 		t.Errorf("explicit window 0, k 7: got %d, %d", w.window, w.k)
 	}
 
-	o := inner(Spec{Algorithm: "oks++", Dim: 16}).(*oksLearner)
+	o := oksOf(inner(Spec{Algorithm: "oks++", Dim: 16}))
 	if len(o.sigmas) != 4 || o.sigmas[0] != 4 || o.sigmas[3] != 32 || o.rule.radius() != oksStreamU {
 		t.Errorf("oks++ stream widths %v, U %v", o.sigmas, o.rule.radius())
 	}
-	op := inner(Spec{Algorithm: "oks++", Dim: 16, Scale: none}).(*oksLearner)
+	op := oksOf(inner(Spec{Algorithm: "oks++", Dim: 16, Scale: none}))
 	if len(op.sigmas) != 6 || op.sigmas[0] != 0.25 || op.rule.radius() != 1 {
 		t.Errorf("oks++ paper widths %v, U %v", op.sigmas, op.rule.radius())
 	}
