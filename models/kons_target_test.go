@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// konsBigStream is y = 1e6 + 1e5 sin(3 x_0) on x uniform in [-1, 1]^3: the
-// targets of issue 12's "KONS with targets around 1e6 must not blow up".
+// konsBigStream is y = 1e6 + 1e5 sin(3 x_0) on x uniform in [-1, 1]^3:
+// unscaled targets around 1e6, on which KONS must not blow up (KONS, eta_t).
 func konsBigStream(n int) (xs [][]float64, ys []float64) {
 	r := NewRand(11)
 	for i := 0; i < n; i++ {

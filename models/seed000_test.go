@@ -53,7 +53,8 @@ func s0Specs() []Spec {
 }
 
 // AOGD-ALD with alpha = 0 and no cap appends every point (ALD never holds), so
-// it must be KOGD with the same adaptive rate (docs/regression.md, issue 2 oracle test).
+// it must be KOGD with the same adaptive rate (docs/regression.md, the oracle
+// test).
 func TestSeed000AOGDALDAlphaZeroIsKOGD(t *testing.T) {
 	xs, ys := s0Data(300, 4, 1)
 	ref := mustNew(t, gaussianSpec("kogd", 4, 0.7, map[string]any{"U": 0.5}), "key")
