@@ -62,8 +62,8 @@ func (a *kernelArm) eval(x, kv []float64) float64 {
 // per-round time O(B d). On elevators (square loss, 10 shuffles) OKS++ loses
 // little at B = 1024 per width (docs/kernel-selection.md). The paper has no
 // budget; a budget large enough never to fill reproduces it exactly. The norm
-// is not periodically recomputed as a'Ka (docs/kernel-selection.md [SUGGEST]): that costs
-// O(B^2 d), and the test finds the recurrence exact to 1e-8 at the cap.
+// is not periodically recomputed as a'Ka: that costs O(B^2 d), and the test
+// finds the recurrence exact to 1e-8 at the cap.
 type kernelArms struct {
 	dim       int
 	maxBudget int

@@ -394,7 +394,8 @@ func oksDefaultU(s *Setup) float64 {
 }
 
 // oksDefaultHorizon is params.T when a stream does not give it: the horizon
-// on which OKS's and IOKS's constants are tuned (docs/kernel-selection.md option (a)).
+// on which OKS's and IOKS's constants are tuned (docs/kernel-selection.md,
+// "Parameters").
 const oksDefaultHorizon = 10000
 
 // oksReadHorizon reads params.T (integer >= 2; the paper's runs use T = dataset length).

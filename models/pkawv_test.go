@@ -382,7 +382,7 @@ func TestPKAWVParamValidation(t *testing.T) {
 
 // TestKORSLeverageExact: with every point taken (p = 1, weights 1), KORS's
 // tau equals (1+eps) [K (K + mu I)^{-1}]_{tt} on the dictionary plus x_t
-// (docs/pkawv.md [DERIVED]); this checks the bordered inverse updates of Minv.
+// ([DERIVED], PKAWVNystrom); this checks the bordered inverse updates of Minv.
 func TestKORSLeverageExact(t *testing.T) {
 	const n, d, mu, eps = 12, 3, 0.3, 0.5
 	xs, ys := pkStream(10, n+1, d, 1)
