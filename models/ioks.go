@@ -9,10 +9,8 @@ func init() {
 		Summary: "IOKS (Li & Liao 2022 Alg. 2): Tsallis-OMD kernel selection under bandit feedback for Lipschitz losses, kernel expansion capped at max_budget per width",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newIOKSRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
 			l := new(IOKS)
-			l.init("ioks", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), NewRand(s.Seed))
+			l.initKernelForm("ioks", s, sigmas, newIOKSRule(s, len(sigmas)))
 			return l, nil
 		},
 	})

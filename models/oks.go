@@ -9,10 +9,8 @@ func init() {
 		Summary: "OKS (Yang et al. 2012, as in Li & Liao 2022 Alg. 1): exponential-weights kernel selection under bandit feedback, kernel expansion capped at max_budget per width",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newOKSRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
 			l := new(OKS)
-			l.init("oks", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), NewRand(s.Seed))
+			l.initKernelForm("oks", s, sigmas, newOKSRule(s, len(sigmas)))
 			return l, nil
 		},
 	})

@@ -91,6 +91,14 @@ func newKernelArms(sigmas []float64, d, maxBudget int) *kernelArms {
 	return b
 }
 
+// initKernelForm makes l the kernel-expansion selector name (OKS, OKS++,
+// IOKS) with the candidate widths sigmas and the rule: its arms hold at most
+// max_budget support vectors per width.
+func (l *oksLearner) initKernelForm(name string, s *Setup, sigmas []float64, rule oksSelectionRule) {
+	maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
+	l.init(name, s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), NewRand(s.Seed))
+}
+
 // kvFor returns the kernel-vector scratch sized for arm i (grown with the arms).
 func (b *kernelArms) kvFor(i int) []float64 {
 	n := len(b.arms[i].a)

@@ -9,11 +9,8 @@ func init() {
 		Summary: "OKS++ (Li & Liao 2022): adaptive online kernel selection under bandit feedback, smooth losses, kernel expansion capped at max_budget per width",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newOKSPlusRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
-			rng := NewRand(s.Seed)
 			l := new(OKSPlus)
-			l.init("oks++", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), rng)
+			l.initKernelForm("oks++", s, sigmas, newOKSPlusRule(s, len(sigmas)))
 			return l, nil
 		},
 	})

@@ -14,11 +14,8 @@ func init() {
 		Summary: "RF-OKS++ (Li & Liao 2022 App. F Alg. 3): OKS++ over D random Fourier features per width; bounded memory and time",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newOKSPlusRule(s, len(sigmas))
-			rng := NewRand(s.Seed)
-			arms := newRFArms(s, sigmas, rule.radius(), rng)
 			l := new(RFOKSPlus)
-			l.init("rf-oks++", s, sigmas, rule, arms, rng)
+			l.initRFForm("rf-oks++", s, sigmas, newOKSPlusRule(s, len(sigmas)))
 			return l, nil
 		},
 	})
@@ -28,11 +25,8 @@ func init() {
 		Summary: "RF-IOKS (Li & Liao 2022 App. F Alg. 4): IOKS over D random Fourier features per width; bounded memory and time",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newIOKSRule(s, len(sigmas))
-			rng := NewRand(s.Seed)
-			arms := newRFArms(s, sigmas, rule.radius(), rng)
 			l := new(RFIOKS)
-			l.init("rf-ioks", s, sigmas, rule, arms, rng)
+			l.initRFForm("rf-ioks", s, sigmas, newIOKSRule(s, len(sigmas)))
 			return l, nil
 		},
 	})
@@ -153,6 +147,15 @@ func newRFArms(s *Setup, sigmas []float64, u float64, rng *Rand) *rfArms {
 	b.seed = rng.Uint64()
 	b.omega = drawFrequencies(b.seed, nf, s.Dim)
 	return b
+}
+
+// initRFForm makes l the random-feature selector name (RF-OKS++, RF-IOKS)
+// with the candidate widths sigmas and the rule: its arms draw the seed of
+// their frequencies from the key's PRNG, which l then keeps.
+func (l *oksLearner) initRFForm(name string, s *Setup, sigmas []float64, rule oksSelectionRule) {
+	rng := NewRand(s.Seed)
+	arms := newRFArms(s, sigmas, rule.radius(), rng)
+	l.init(name, s, sigmas, rule, arms, rng)
 }
 
 // drawFrequencies returns the D frequencies w_j ~ N(0, I_d) drawn from seed,
