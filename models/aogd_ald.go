@@ -98,11 +98,11 @@ type AOGDALD struct {
 	maxBudget int
 
 	// dynamic state (serialized)
-	t  int
-	g2 float64 // 1 + sum ||gradhat||^2
-	n2 float64 // ||f||_H^2
-	S  aldDictionary
-	a  []float64
+	t    int
+	g2   float64 // 1 + sum ||gradhat||^2
+	n2   float64 // ||f||_H^2
+	dict aldDictionary
+	a    []float64
 
 	// scratch, capacity >= |S|+1
 	kv, l, beta, next []float64
@@ -125,7 +125,7 @@ func newAOGDALD(s *Setup) (Learner, error) {
 	b0 := int(math.Floor((math.Sqrt(d*d+4*d*T) - d) / 2))
 	b0 = max(1, min(b0, l.maxBudget))
 	l.b0 = p.Int("B0", b0, 0, math.MaxInt32)
-	l.S.dim = s.Dim
+	l.dict.dim = s.Dim
 	l.memo = newPredictMemo(s.Dim)
 	l.ensureScratch(1)
 	return l, nil
@@ -135,7 +135,7 @@ func (l *AOGDALD) ensureScratch(n int) {
 	l.kv, l.l, l.beta, l.next = growFloats(l.kv, n), growFloats(l.l, n), growFloats(l.beta, n), growFloats(l.next, n)
 }
 
-func (l *AOGDALD) Size() int { return l.S.size() }
+func (l *AOGDALD) Size() int { return l.dict.size() }
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
@@ -147,8 +147,8 @@ func (l *AOGDALD) Predict(x []float64) Prediction {
 }
 
 func (l *AOGDALD) predict(x []float64) Prediction {
-	kv := l.kv[:l.S.size()]
-	KernelVector(l.kernel, kv, l.S.x, x)
+	kv := l.kv[:l.dict.size()]
+	KernelVector(l.kernel, kv, l.dict.x, x)
 	l.memo.store(x, uint64(l.t))
 	return Prediction{Value: linalg.Dot(l.a, kv), Choice: -1, Prob: 1}
 }
@@ -157,10 +157,10 @@ func (l *AOGDALD) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("aogd-ald", x, l.dim, y); err != nil {
 		return err
 	}
-	j := l.S.size()
+	j := l.dict.size()
 	kv, lv := l.kv[:j], l.l[:j]
 	if !l.memo.hit(x, uint64(l.t)) {
-		KernelVector(l.kernel, kv, l.S.x, x)
+		KernelVector(l.kernel, kv, l.dict.x, x)
 	}
 	l.memo.forget() // lv, beta and the state change below
 	yhat := linalg.Dot(l.a, kv)
@@ -172,7 +172,7 @@ func (l *AOGDALD) Update(x []float64, _ Prediction, y float64) error {
 		l.t++
 		return nil
 	}
-	l.S.L.SolveLower(lv, kv)
+	l.dict.L.SolveLower(lv, kv)
 	kxx := l.kernel.Diag(x)
 	alphaT := math.Max(kxx-linalg.Dot(lv, lv), 0)
 	threshold := l.alpha // ALD phase
@@ -191,7 +191,7 @@ func (l *AOGDALD) Update(x []float64, _ Prediction, y float64) error {
 		if isBad(g2) || isBad(c) || isBad(n2) || !linalg.AllFinite(lv) {
 			return fmt.Errorf("aogd-ald: %w (rate accumulator %v, step %v, norm^2 %v)", ErrNumerical, g2, c, n2)
 		}
-		l.S.add(x, lv, math.Sqrt(alphaT))
+		l.dict.add(x, lv, math.Sqrt(alphaT))
 		l.a = append(l.a, -c)
 	} else {
 		proj := kxx - alphaT // ||Phi_S beta*||^2
@@ -199,7 +199,7 @@ func (l *AOGDALD) Update(x []float64, _ Prediction, y float64) error {
 		c = l.u / math.Sqrt(g2) * g
 		n2 = l.n2 - 2*c*yhat + c*c*proj
 		beta, next := l.beta[:j], l.next[:j]
-		l.S.L.SolveUpper(beta, lv)
+		l.dict.L.SolveUpper(beta, lv)
 		copy(next, l.a)
 		linalg.Axpy(-c, beta, next)
 		if isBad(g2) || isBad(c) || isBad(n2) || !linalg.AllFinite(next) {
@@ -211,7 +211,7 @@ func (l *AOGDALD) Update(x []float64, _ Prediction, y float64) error {
 	l.g2 = g2
 	l.n2 = math.Max(n2, 0)
 	l.t++
-	l.ensureScratch(l.S.size() + 1) // allocates only when the dictionary outgrows the buffers
+	l.ensureScratch(l.dict.size() + 1) // allocates only when the dictionary outgrows the buffers
 	if l.t%aogdRenormEvery == 0 {
 		l.n2 = l.exactNorm2()
 	}
@@ -224,11 +224,11 @@ func (l *AOGDALD) Update(x []float64, _ Prediction, y float64) error {
 
 // exactNorm2 returns ||f||^2 = a' K_S a = ||L' a||^2, O(j^2), using scratch.
 func (l *AOGDALD) exactNorm2() float64 {
-	j := l.S.size()
+	j := l.dict.size()
 	v := l.beta[:j]
 	clear(v)
 	for i := 0; i < j; i++ {
-		linalg.Axpy(l.a[i], l.S.L.Row(i), v[:i+1])
+		linalg.Axpy(l.a[i], l.dict.L.Row(i), v[:i+1])
 	}
 	return linalg.Dot(v, v)
 }
@@ -236,13 +236,13 @@ func (l *AOGDALD) exactNorm2() float64 {
 func (l *AOGDALD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *AOGDALD) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.a)+len(l.S.L.Data))), "aogd-ald", aogdALDStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.dict.x)+len(l.a)+len(l.dict.L.Data))), "aogd-ald", aogdALDStateVersion)
 	w.Int(l.t)
 	w.Float(l.g2)
 	w.Float(l.n2)
-	w.Int(l.S.size())
-	w.Floats(l.S.x)
-	w.Floats(l.S.L.Data)
+	w.Int(l.dict.size())
+	w.Floats(l.dict.x)
+	w.Floats(l.dict.L.Data)
 	w.Floats(l.a)
 	return w.Finish(), nil
 }
@@ -269,7 +269,7 @@ func (l *AOGDALD) UnmarshalBinary(blob []byte) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	l.t, l.g2, l.n2, l.S, l.a = t, g2, n2, S, a
+	l.t, l.g2, l.n2, l.dict, l.a = t, g2, n2, S, a
 	l.kv, l.l, l.beta, l.next = nil, nil, nil, nil
 	l.memo.forget()
 	l.ensureScratch(j + 1)

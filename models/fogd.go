@@ -61,13 +61,13 @@ const fogdStateVersion = 1
 //
 // Losses: hinge (default), logistic, squared-hinge, square.
 type FOGD struct {
-	dim, D int
-	eta    float64
-	loss   Loss
-	cls    bool
-	u      []float64 // D x d frequencies (regenerated from the seed, not state)
-	w      []float64 // 2D
-	n      int       // updates seen
+	dim, nf int
+	eta     float64
+	loss    Loss
+	cls     bool
+	u       []float64 // D x d frequencies (regenerated from the seed, not state)
+	w       []float64 // 2D
+	n       int       // updates seen
 
 	zs, wNew []float64   // scratch
 	memo     predictMemo // memoZ = z(memo.x); z does not depend on the state (version 0)
@@ -89,7 +89,7 @@ func newFOGD(s *Setup) (Learner, error) {
 		return nil, fmt.Errorf("%w: fogd: D*dim = %d frequencies exceed 2^26", ErrSpec, int64(D)*int64(s.Dim))
 	}
 	l := &FOGD{
-		dim: s.Dim, D: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
+		dim: s.Dim, nf: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
 		u: make([]float64, D*s.Dim), w: make([]float64, 2*D),
 		zs: make([]float64, 2*D), wNew: make([]float64, 2*D),
 		memo: newPredictMemo(s.Dim), memoZ: make([]float64, 2*D),
@@ -101,17 +101,17 @@ func newFOGD(s *Setup) (Learner, error) {
 	return l, nil
 }
 
-func (l *FOGD) Size() int { return l.D }
+func (l *FOGD) Size() int { return l.nf }
 
 // features writes z(x) into dst (2D).
 func (l *FOGD) features(dst, x []float64) {
-	scale := 1 / math.Sqrt(float64(l.D))
+	scale := 1 / math.Sqrt(float64(l.nf))
 	d := l.dim
-	for i := 0; i < l.D; i++ {
+	for i := 0; i < l.nf; i++ {
 		a := linalg.Dot(l.u[i*d:(i+1)*d], x)
 		s, c := math.Sincos(a)
 		dst[i] = c * scale
-		dst[l.D+i] = s * scale
+		dst[l.nf+i] = s * scale
 	}
 }
 
@@ -160,7 +160,7 @@ func (l *FOGD) Update(x []float64, _ Prediction, y float64) error {
 func (l *FOGD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *FOGD) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+16*l.D), "fogd", fogdStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+16*l.nf), "fogd", fogdStateVersion)
 	w.Int(l.n)
 	w.Floats(l.w)
 	return w.Finish(), nil
@@ -174,7 +174,7 @@ func (l *FOGD) UnmarshalBinary(blob []byte) error {
 	n := r.Int()
 	r.Check(n >= 0, "update count")
 	w := r.Floats(nil)
-	r.Check(len(w) == 2*l.D, "weight count (params.D differs?)")
+	r.Check(len(w) == 2*l.nf, "weight count (params.D differs?)")
 	r.Check(linalg.AllFinite(w), "non-finite weights")
 	if err := r.Err(); err != nil {
 		return err

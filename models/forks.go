@@ -127,7 +127,7 @@ const forksDefaultWindow = 64
 // Losses: hinge (default), logistic, squared-hinge, square.
 type FORKS struct {
 	dim                     int
-	B, sp, sm, k, rho       int
+	budget, sp, sm, k, rho  int
 	eta, alpha, beta, bound float64
 	eager                   bool // projection: "eager" ([CODE]) instead of "lazy"
 	window                  int  // inserted points kept for psi (0: reference code)
@@ -195,7 +195,7 @@ func newFORKS(s *Setup) (Learner, error) {
 		return nil, err
 	}
 	l := &FORKS{
-		dim: s.Dim, B: B, sp: sp, sm: sm, k: k, rho: rho,
+		dim: s.Dim, budget: B, sp: sp, sm: sm, k: k, rho: rho,
 		eta: eta, alpha: alpha, beta: beta, bound: bound, eager: proj == "eager", window: window,
 		kernel: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 	}

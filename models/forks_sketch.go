@@ -15,7 +15,7 @@ import (
 // allocSketch sizes the stage-2 state and scratch (once, when the sketch is
 // built or restored).
 func (l *FORKS) allocSketch() {
-	l.code = make([]int, l.B)
+	l.code = make([]int, l.budget)
 	l.lm = make([]int, l.sm)
 	l.lmX = make([]float64, l.sm*l.dim)
 	l.phiPM = make([]float64, l.sp*l.sm)
@@ -40,7 +40,7 @@ func (l *FORKS) allocSketch() {
 // eigen-factors of Phi_pp, Z, and the transferred w.
 func (l *FORKS) buildSketch() error {
 	saved := l.rng.State()
-	B, sp, sm, d := l.B, l.sp, l.sm, l.dim
+	B, sp, sm, d := l.budget, l.sp, l.sm, l.dim
 	l.allocSketch()
 	undo := func(err error) error {
 		l.rng.SetState(saved)

@@ -13,9 +13,9 @@ import (
 func (l *FORKS) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *FORKS) AppendBinary(dst []byte) ([]byte, error) {
-	n := 256 + 8*(len(l.st1.sv)+l.B)
+	n := 256 + 8*(len(l.st1.sv)+l.budget)
 	if l.sketched {
-		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.dim+1))
+		n += 8 * (l.budget + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.dim+1))
 	}
 	w := NewStateWriter(slices.Grow(dst, n), "forks", forksStateVersion)
 	w.Rand(&l.rng)
@@ -48,8 +48,8 @@ func (l *FORKS) UnmarshalBinary(blob []byte) error {
 	rd.Rand(&rng)
 	st1 := l.st1.decode(rd)
 	sketched := rd.Bool()
-	rd.Check(!sketched || st1.n == l.B, "sketch built before the budget filled")
-	rd.Check(sketched || st1.n < l.B, "full budget without a sketch")
+	rd.Check(!sketched || st1.n == l.budget, "sketch built before the budget filled")
+	rd.Check(sketched || st1.n < l.budget, "full budget without a sketch")
 	var r, ringN, ringHead int
 	var code, lm, ringCode []int
 	var phiPM, V, lam, z, v, ainv, ringX []float64
@@ -57,7 +57,7 @@ func (l *FORKS) UnmarshalBinary(blob []byte) error {
 		r = rd.Int()
 		rd.Check(r >= 0, "round counter")
 		code = rd.Ints(nil)
-		rd.Check(len(code) == l.B, "sketch row count")
+		rd.Check(len(code) == l.budget, "sketch row count")
 		for _, c := range code {
 			b, _ := forksDecode(c)
 			rd.Check(c != 0 && b >= 0 && b < l.sp, "sketch bucket")
@@ -65,7 +65,7 @@ func (l *FORKS) UnmarshalBinary(blob []byte) error {
 		lm = rd.Ints(nil)
 		rd.Check(len(lm) == l.sm, "landmark count")
 		for _, i := range lm {
-			rd.Check(i >= 0 && i < l.B, "landmark index")
+			rd.Check(i >= 0 && i < l.budget, "landmark index")
 		}
 		phiPM = rd.Floats(nil)
 		rd.Check(len(phiPM) == l.sp*l.sm, "Phi_pm shape")

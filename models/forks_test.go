@@ -176,7 +176,7 @@ func TestFORKSBlobErrors(t *testing.T) {
 
 func TestFORKSParams(t *testing.T) {
 	good := mustNew(t, forksSpec("", nil), "key-1").(*FORKS)
-	if good.B != 100 || good.sp != 100 || good.sm != 20 || good.k != 10 || good.rho != 2000 ||
+	if good.budget != 100 || good.sp != 100 || good.sm != 20 || good.k != 10 || good.rho != 2000 ||
 		good.eta != 0.2 || good.alpha != 0.01 || good.beta != 0.5 || good.bound != 1 || !good.eager {
 		t.Fatalf("defaults: %+v", good)
 	}

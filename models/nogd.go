@@ -57,11 +57,11 @@ const nogdStateVersion = 1
 //
 // Losses: hinge (default), logistic, squared-hinge, square.
 type NOGD struct {
-	dim, B, k int
-	eta       float64
-	kernel    Kernel
-	loss      Loss
-	cls       bool
+	dim, budget, k int
+	eta            float64
+	kernel         Kernel
+	loss           Loss
+	cls            bool
 
 	st1      budgetKOGD
 	sketched bool
@@ -86,7 +86,7 @@ func newNOGD(s *Setup) (Learner, error) {
 		return nil, err
 	}
 	l := &NOGD{
-		dim: s.Dim, B: B, k: k, eta: eta, kernel: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
+		dim: s.Dim, budget: B, k: k, eta: eta, kernel: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 		phi: make([]float64, k), wNew: make([]float64, k),
 		memo: stageMemo{predictMemo: newPredictMemo(s.Dim), phi: make([]float64, k)},
 	}
@@ -101,7 +101,7 @@ func (l *NOGD) features(dst, x []float64) {
 	kv := l.st1.kv
 	KernelVector(l.kernel, kv, l.st1.sv, x)
 	for i := range dst {
-		dst[i] = linalg.Dot(l.m[i*l.B:(i+1)*l.B], kv)
+		dst[i] = linalg.Dot(l.m[i*l.budget:(i+1)*l.budget], kv)
 	}
 }
 
@@ -160,7 +160,7 @@ func (l *NOGD) Update(x []float64, _ Prediction, y float64) error {
 // buildMap computes M = D_k^{-1/2} V_k^T and w = D_k^{1/2} V_k^T alpha from
 // the eigen-decomposition of the B x B kernel matrix (one-off, gonum).
 func (l *NOGD) buildMap() error {
-	B, k, d := l.B, l.k, l.dim
+	B, k, d := l.budget, l.k, l.dim
 	K := mat.NewSymDense(B, nil)
 	sv := l.st1.sv
 	for i := 0; i < B; i++ {
@@ -205,7 +205,7 @@ func (l *NOGD) buildMap() error {
 func (l *NOGD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *NOGD) AppendBinary(dst []byte) ([]byte, error) {
-	n := 64 + 8*(len(l.st1.sv)+l.B+len(l.m)+l.k)
+	n := 64 + 8*(len(l.st1.sv)+l.budget+len(l.m)+l.k)
 	w := NewStateWriter(slices.Grow(dst, n), "nogd", nogdStateVersion)
 	l.st1.marshal(&w)
 	w.Bool(l.sketched)
@@ -223,12 +223,12 @@ func (l *NOGD) UnmarshalBinary(blob []byte) error {
 	}
 	st1 := l.st1.decode(r)
 	sketched := r.Bool()
-	r.Check(!sketched || st1.n == l.B, "map built before the budget filled")
-	r.Check(sketched || st1.n < l.B, "full budget without a sketch")
+	r.Check(!sketched || st1.n == l.budget, "map built before the budget filled")
+	r.Check(sketched || st1.n < l.budget, "full budget without a sketch")
 	var m, w []float64
 	if sketched {
 		m = r.Floats(nil)
-		r.Check(len(m) == l.k*l.B, "map shape")
+		r.Check(len(m) == l.k*l.budget, "map shape")
 		w = r.Floats(nil)
 		r.Check(len(w) == l.k, "weight count")
 		r.Check(linalg.AllFinite(m) && linalg.AllFinite(w), "non-finite map or weights")

@@ -111,9 +111,9 @@ type NONSALD struct {
 	// dynamic state (serialized)
 	t       int
 	pending bool // w holds wtilde, still to be projected onto W with the next x
-	S       aldDictionary
+	dict    aldDictionary
 	w       []float64
-	C       linalg.Tri // Cholesky factor of A
+	chol    linalg.Tri // Cholesky factor of A
 
 	// scratch, capacity >= |S|+1
 	kv, l, v, phi, q, z, next, zeros []float64
@@ -133,7 +133,7 @@ func newNONSALD(s *Setup) (Learner, error) {
 		maxBudget: p.Int("max_budget", s.defInt(256, nonsStreamBudget), 1, 16384),
 	}
 	l.eta = p.Positive("eta", 1/(4*(l.u*l.u+1)))
-	l.S.dim = s.Dim
+	l.dict.dim = s.Dim
 	l.memo = newPredictMemo(s.Dim)
 	l.ensureScratch(1)
 	return l, nil
@@ -144,7 +144,7 @@ func (l *NONSALD) ensureScratch(n int) {
 	l.q, l.z, l.next, l.zeros = growFloats(l.q, n), growFloats(l.z, n), growFloats(l.next, n), growFloats(l.zeros, n)
 }
 
-func (l *NONSALD) Size() int { return l.S.size() }
+func (l *NONSALD) Size() int { return l.dict.size() }
 
 func (l *NONSALD) clip(v float64) float64 { return math.Max(-l.u, math.Min(l.u, v)) }
 
@@ -159,10 +159,10 @@ func (l *NONSALD) Predict(x []float64) Prediction {
 }
 
 func (l *NONSALD) predict(x []float64) Prediction {
-	j := l.S.size()
+	j := l.dict.size()
 	kv, lv := l.kv[:j], l.l[:j]
-	KernelVector(l.kernel, kv, l.S.x, x)
-	l.S.L.SolveLower(lv, kv)
+	KernelVector(l.kernel, kv, l.dict.x, x)
+	l.dict.L.SolveLower(lv, kv)
 	l.memo.store(x, uint64(l.t))
 	yt := linalg.Dot(l.w, lv)
 	if l.pending {
@@ -173,21 +173,21 @@ func (l *NONSALD) predict(x []float64) Prediction {
 
 // solveA sets dst = A^{-1} b for the current factor (dst may alias b).
 func (l *NONSALD) solveA(dst, b []float64) {
-	l.C.SolveLower(dst, b)
-	l.C.SolveUpper(dst, dst)
+	l.chol.SolveLower(dst, b)
+	l.chol.SolveUpper(dst, dst)
 }
 
 func (l *NONSALD) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("nons-ald", x, l.dim, y); err != nil {
 		return err
 	}
-	j := l.S.size()
+	j := l.dict.size()
 	kv, lv := l.kv[:j], l.l[:j]
 	var alphaT float64 // lv = phi_old(x)
 	if l.memo.hit(x, uint64(l.t)) {
 		alphaT = math.Max(l.kernel.Diag(x)-linalg.Dot(lv, lv), 0) // as residual computes it
 	} else {
-		alphaT, _ = l.S.residual(l.kernel, x, kv, lv)
+		alphaT, _ = l.dict.residual(l.kernel, x, kv, lv)
 	}
 	l.memo.forget()
 
@@ -237,13 +237,13 @@ func (l *NONSALD) Update(x []float64, _ Prediction, y float64) error {
 
 	// Commit.
 	if grow {
-		l.S.add(x, lv, phi[j])
-		l.C.Append(l.zeros[:j], math.Sqrt(l.mu))
+		l.dict.add(x, lv, phi[j])
+		l.chol.Append(l.zeros[:j], math.Sqrt(l.mu))
 	}
 	z := l.z[:jn]
 	copy(z, phi)
 	linalg.Scale(se, z)
-	l.C.Rank1Update(z)
+	l.chol.Rank1Update(z)
 	l.w, l.next = wp, l.w[:cap(l.w)]
 	l.pending = true
 	l.t++
@@ -254,14 +254,14 @@ func (l *NONSALD) Update(x []float64, _ Prediction, y float64) error {
 func (l *NONSALD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
 func (l *NONSALD) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.S.x)+len(l.w)+len(l.S.L.Data)+len(l.C.Data))), "nons-ald", nonsALDStateVersion)
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.dict.x)+len(l.w)+len(l.dict.L.Data)+len(l.chol.Data))), "nons-ald", nonsALDStateVersion)
 	w.Int(l.t)
 	w.Bool(l.pending)
-	w.Int(l.S.size())
-	w.Floats(l.S.x)
-	w.Floats(l.S.L.Data)
+	w.Int(l.dict.size())
+	w.Floats(l.dict.x)
+	w.Floats(l.dict.L.Data)
 	w.Floats(l.w)
-	w.Floats(l.C.Data)
+	w.Floats(l.chol.Data)
 	return w.Finish(), nil
 }
 
@@ -292,7 +292,7 @@ func (l *NONSALD) UnmarshalBinary(blob []byte) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	l.t, l.pending, l.S, l.w, l.C = t, pending, S, w, C
+	l.t, l.pending, l.dict, l.w, l.chol = t, pending, S, w, C
 	l.memo.forget()
 	l.kv, l.l, l.v, l.phi, l.q, l.z, l.next, l.zeros = nil, nil, nil, nil, nil, nil, nil, nil
 	l.ensureScratch(j + 1)
