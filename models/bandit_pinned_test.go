@@ -154,7 +154,7 @@ type bkbDense struct {
 	r      []float64
 }
 
-func newBKBDense(t *testing.T, b *bkb, k func(x, y []float64) float64, lambda float64) *bkbDense {
+func newBKBDense(t *testing.T, b *BKB, k func(x, y []float64) float64, lambda float64) *bkbDense {
 	t.Helper()
 	d := &bkbDense{k: k, lambda: lambda}
 	for _, slot := range b.dict {
@@ -213,7 +213,7 @@ func TestBKBRadiusAndInclusionMatchDenseReference(t *testing.T) {
 	const sigma, xi, lambda, delta, F, eps, qbar = 0.7, 0.2, 0.05, 0.1, 1.5, 0.5, 2.0
 	k := denseGauss(sigma)
 	b := newBandit(t, gaussianSpec("bkb", 2, sigma, map[string]any{"xi": xi, "lambda": lambda, "delta": delta, "F": F,
-		"eps": eps, "qbar": qbar, "radius": "theory"}), "pin").(*bkb)
+		"eps": eps, "qbar": qbar, "radius": "theory"}), "pin").(*BKB)
 	below := 0 // inclusion probabilities below 1 seen (the test needs some)
 	for round := 0; round < 14; round++ {
 		d := b.Choose(pinnedArms)

@@ -1,12 +1,58 @@
-// BKB: Budgeted Kernelized Bandit, GP-UCB on a Nystrom embedding whose
-// inducing points are resampled at every step by ridge-leverage-score
-// sampling of the pulled arms.
+package models
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/kernelstream/kernelstream/internal/linalg"
+)
+
+const (
+	bkbStateVersion = 2
+	// bkbPivotTol is the relative residual below which a point is treated as
+	// lying in the span of S.
+	bkbPivotTol = 1e-9
+)
+
+// Defaults of bkb (docs/bandits.md: chosen on the fresh-candidate and the
+// fixed-arm environments).
+const (
+	bkbDefaultQbar = 2
+	// With fresh candidates m grows with the effective dimension of the
+	// pulls (73-146 at 1000 rounds, 129-255 at 5000 under a cap of 256) and a
+	// round costs O(A m²): at 128 the cap is reached within about 2500
+	// rounds and the time per round stays flat after it, at the price of a
+	// regret floor about 3x that of 256 (0.011 against 0.0037 per round
+	// after 10,000 rounds; docs/bandits.md, "The dictionary cap").
+	bkbDefaultMaxBudget  = 128
+	bkbDefaultMaxHistory = 16384
+	bkbDefaultRefresh    = 128
+)
+
+func init() {
+	Register(Algorithm{
+		Name:    "bkb",
+		Losses:  []string{"square"},
+		Summary: "BKB budgeted kernelized bandit (GP-UCB on a resampled Nystrom dictionary)",
+		New:     newBKB,
+	})
+}
+
+// BKB is the budgeted kernelized bandit (algorithm "bkb"): GP-UCB on a
+// Nystrom embedding whose inducing points are resampled at every step by
+// ridge-leverage-score sampling of the pulled arms, from D. Calandriello,
+// L. Carratino, A. Lazaric, M. Valko and L. Rosasco, "Gaussian process
+// optimization with adaptive sketching: scalable and no regret", COLT 2019
+// [Calandriello et al. 2019, Sec. 3.1, eq. 4 (the approximate posterior);
+// Sec. 3.1 and App. C.1 (resampling); Sec. 3.2 (counts instead of the pull
+// list); Thm. 2 and App. D.1 (beta~_t)]. Notes and measurements:
+// docs/bandits.md.
 //
-// Paper: Calandriello, Carratino, Lazaric, Valko, Rosasco, "Gaussian process
-// optimization with adaptive sketching: scalable and no regret" (COLT 2019),
-// sec. 3.1 eq. (4) (approximate posterior), sec. 3.1/App. C.1 (resampling),
-// sec. 3.2 (counts instead of the pull list), Theorem 2/App. D.1 (beta~_t).
-// Notes and measurements: docs/bandits.md.
+// [RECON] The text of the paper this was built from lost the box of
+// Algorithm 1 but for its last lines; the loop is rebuilt from the prose of
+// Sec. 3.1 (initialisation, resampling with p~_{t+1,i} = qbar
+// sigma~_t^2(x~_i), the loop over the pulled arms).
 //
 // Per step, with S_t the inducing points, z(x) = (K_S^{1/2})^+ k_S(x) and the
 // pulled arms x~_1..x~_t (eq. 4 and its variance form):
@@ -21,7 +67,7 @@
 // and after pulling x~_{t+1}, every pulled instance enters S_{t+1} with
 // probability p = min(1, qbar sigma~_t^2(x~_i)).
 //
-// Choices made:
+// Choices:
 //   - [SUGGEST] Coupled resampling. Each pull draws one uniform u; a point
 //     keeps the smallest u of its pulls (u_i) and belongs to S_{t+1} iff
 //     u_i <= p_i(t). Per point and round this is the paper's inclusion
@@ -72,51 +118,27 @@
 //     fresh candidates leave only a hash. Every `refresh` pulls the
 //     per-member variances and the memo are recomputed from L_V, which bounds
 //     the rounding of the incremental updates.
-
-package models
-
-import (
-	"fmt"
-	"math"
-	"slices"
-
-	"github.com/kernelstream/kernelstream/internal/linalg"
-)
-
-const (
-	bkbStateVersion = 2
-	// bkbPivotTol is the relative residual below which a point is treated as
-	// lying in the span of S.
-	bkbPivotTol = 1e-9
-)
-
-// Defaults of bkb (docs/bandits.md: chosen on the fresh-candidate and the
-// fixed-arm environments).
-const (
-	bkbDefaultQbar = 2
-	// With fresh candidates m grows with the effective dimension of the
-	// pulls (73-146 at 1000 rounds, 129-255 at 5000 under a cap of 256) and a
-	// round costs O(A m²): at 128 the cap is reached within about 2500
-	// rounds and the time per round stays flat after it, at the price of a
-	// regret floor about 3x that of 256 (0.011 against 0.0037 per round
-	// after 10,000 rounds; docs/bandits.md, "The dictionary cap").
-	bkbDefaultMaxBudget  = 128
-	bkbDefaultMaxHistory = 16384
-	bkbDefaultRefresh    = 128
-)
-
-func init() {
-	Register(Algorithm{
-		Name:    "bkb",
-		Losses:  []string{"square"},
-		Summary: "BKB budgeted kernelized bandit (GP-UCB on a resampled Nystrom dictionary)",
-		New:     newBKB,
-	})
-}
-
-// bkb is the budgeted kernelized bandit learner (algorithm "bkb").
-type bkb struct {
-	kern       Kernel
+//
+// Cost: Choose O(A m (m + d)) on a new arm set of A arms, O(A) on the memo's;
+// Observe O(m^2), plus O(U (m + d)) in the rounds where a point joins S; m =
+// |S| (Size), U the stored arms. State about 8 (U (d + 4) + m^2) bytes.
+//
+// Parameters and their defaults (the radius's are GPUCB's, bandit.go):
+//   - lambda: the ridge (1), in [1e-12, 1e12]; xi, the noise's sub-Gaussian
+//     constant (0.5); delta (0.1); F, the bound on ||f||_H (1).
+//   - radius: "constant" (UCB = mean + beta Std) or "theory" (beta~_t above)
+//     ("constant"); beta: the constant radius (0.5).
+//   - qbar: the oversampling of the resampling (2), in [1, 1e9].
+//   - eps: the accuracy in alpha = (1+eps)/(1-eps) of beta~_t (0.5).
+//   - max_budget: the cap on |S| (128), in [1, 4096].
+//   - max_history: the cap on stored arms (16384), in [1, 65536].
+//   - refresh: pulls between exact recomputations of the members' variances
+//     (128), in [1, 65536].
+//   - kernel.sigma (1).
+//
+// Loss: square (the reward's).
+type BKB struct {
+	kernel     Kernel
 	dim        int
 	bp         banditParams
 	qbar, eps  float64
@@ -174,7 +196,7 @@ type bkb struct {
 }
 
 func newBKB(s *Setup) (Learner, error) {
-	b := &bkb{kern: s.Kernel, dim: s.Dim, rho: 1}
+	b := &BKB{kernel: s.Kernel, dim: s.Dim, rho: 1}
 	b.bp = readBanditParams(s.Params)
 	b.qbar = s.Params.Float("qbar", bkbDefaultQbar, 1, 1e9)
 	b.eps = s.Params.Float("eps", 0.5, 1e-6, 1-1e-6)
@@ -188,15 +210,15 @@ func newBKB(s *Setup) (Learner, error) {
 }
 
 // Size is the dimension of the embedding, m = |S|.
-func (b *bkb) Size() int { return b.ls.N }
+func (b *BKB) Size() int { return b.ls.N }
 
 // point returns the features of stored arm i.
-func (b *bkb) point(i int) []float64 { return b.pts[i*b.dim : (i+1)*b.dim : (i+1)*b.dim] }
+func (b *BKB) point(i int) []float64 { return b.pts[i*b.dim : (i+1)*b.dim : (i+1)*b.dim] }
 
 // slotOf returns the slot of x among the stored arms, or -1.
-func (b *bkb) slotOf(x []float64) int { return b.index.find(x, b.point) }
+func (b *BKB) slotOf(x []float64) int { return b.index.find(x, b.point) }
 
-func (b *bkb) scratch(m int) {
+func (b *BKB) scratch(m int) {
 	b.kb = growFloats(b.kb, m+1)
 	b.zb = growFloats(b.zb, m+1)
 	b.ub = growFloats(b.ub, m+1)
@@ -206,15 +228,15 @@ func (b *bkb) scratch(m int) {
 
 // embed writes z(x) = L_S^{-1} k_S(x) into z (len m) and returns the
 // residual term (k(x,x) - ||z||^2)/lambda.
-func (b *bkb) embed(z, x []float64) float64 {
+func (b *BKB) embed(z, x []float64) float64 {
 	m := b.ls.N
 	kb := b.kernelVector(b.kb[:m], x)
 	solveLower4(&b.ls, z[:m], kb)
-	return math.Max(b.kern.Diag(x)-linalg.Dot(z[:m], z[:m]), 0) / b.bp.lambda
+	return math.Max(b.kernel.Diag(x)-linalg.Dot(z[:m], z[:m]), 0) / b.bp.lambda
 }
 
 // embedStored is embed for stored arm i, from the kernel cache.
-func (b *bkb) embedStored(z []float64, i int) {
+func (b *BKB) embedStored(z []float64, i int) {
 	m := b.ls.N
 	solveLower4(&b.ls, z[:m], b.ksu[i*b.ksuStride:i*b.ksuStride+m])
 }
@@ -234,21 +256,21 @@ func solveLower4(t *linalg.Tri, x, y []float64) {
 
 // kernelVector writes k_S(x) = (k(s, x) for s in S, in S's order) into dst
 // (len m) and returns it.
-func (b *bkb) kernelVector(dst, x []float64) []float64 {
+func (b *BKB) kernelVector(dst, x []float64) []float64 {
 	for k, s := range b.dict {
-		dst[k] = b.kern.Eval(b.point(s), x)
+		dst[k] = b.kernel.Eval(b.point(s), x)
 	}
 	return dst
 }
 
 // kernelRow fills the cache row of stored arm i with k_S(p_i).
-func (b *bkb) kernelRow(i int) {
+func (b *BKB) kernelRow(i int) {
 	b.kernelVector(b.ksu[i*b.ksuStride:i*b.ksuStride+b.ls.N], b.point(i))
 }
 
 // kernelRoom makes the cache's stride hold m columns (re-laid out with
 // slack when it grows, so that growing S is amortized O(U) per point).
-func (b *bkb) kernelRoom(m int) {
+func (b *BKB) kernelRoom(m int) {
 	if m <= b.ksuStride {
 		return
 	}
@@ -262,14 +284,14 @@ func (b *bkb) kernelRoom(m int) {
 }
 
 // quad returns z'V^{-1}z (u is scratch of len m).
-func (b *bkb) quad(z, u []float64) float64 {
+func (b *BKB) quad(z, u []float64) float64 {
 	m := b.lv.N
 	solveLower4(&b.lv, u[:m], z[:m])
 	return dot4(u[:m], u[:m])
 }
 
 // posterior returns mu~(x) and sigma~^2(x). O(m (m + d)).
-func (b *bkb) posterior(x []float64) (mean, s2 float64) {
+func (b *BKB) posterior(x []float64) (mean, s2 float64) {
 	m := b.ls.N
 	b.scratch(m)
 	z := b.zb[:m]
@@ -278,7 +300,7 @@ func (b *bkb) posterior(x []float64) (mean, s2 float64) {
 }
 
 // solveW recomputes w = V^{-1} r.
-func (b *bkb) solveW() {
+func (b *BKB) solveW() {
 	m := b.lv.N
 	b.w = growFloats(b.w, m)
 	b.lv.SolveLower(b.w, b.r[:m])
@@ -287,11 +309,11 @@ func (b *bkb) solveW() {
 
 // memberZ returns the embedding of the k-th member of S: row k of L_S
 // (K_S = L_S L_S', so L_S^{-1} k_S(s_k) is that row, zero beyond k).
-func (b *bkb) memberZ(k int) []float64 { return b.ls.Row(k) }
+func (b *BKB) memberZ(k int) []float64 { return b.ls.Row(k) }
 
 // refreshMembers recomputes z_s'V^{-1}z_s for every member and tr(V^{-1}).
 // O(m^3).
-func (b *bkb) refreshMembers() {
+func (b *BKB) refreshMembers() {
 	m := b.ls.N
 	b.scratch(m)
 	b.qs = growFloats(b.qs, m)
@@ -314,7 +336,7 @@ func (b *bkb) refreshMembers() {
 }
 
 // multiplier is the factor of Std (reward units) in the UCB.
-func (b *bkb) multiplier() float64 {
+func (b *BKB) multiplier() float64 {
 	if !b.bp.theory {
 		return b.bp.beta
 	}
@@ -330,7 +352,7 @@ func (b *bkb) multiplier() float64 {
 
 // sumVariances is sum_i c_i sigma~^2(p_i) over the stored arms, from traces
 // (V - lambda I = sum_i c_i z_i z_i').
-func (b *bkb) sumVariances() float64 {
+func (b *BKB) sumVariances() float64 {
 	lambda := b.bp.lambda
 	m := float64(b.lv.N)
 	trV := linalg.Dot(b.lv.Data, b.lv.Data)
@@ -340,7 +362,7 @@ func (b *bkb) sumVariances() float64 {
 // syncArms brings the posterior at arms into aq, amu and ares: from the
 // memo when arms is its set, computed otherwise (and kept as the memo when
 // the previous Choose had the same set).
-func (b *bkb) syncArms(arms [][]float64) {
+func (b *BKB) syncArms(arms [][]float64) {
 	n, d := len(arms), b.dim
 	same := b.armOK && b.nArms == n
 	for j := 0; same && j < n; j++ {
@@ -379,7 +401,7 @@ func hashArms(arms [][]float64) uint64 {
 
 // memoValues computes the memo arms' z'V^{-1}z and means from their
 // embeddings. O(A m^2).
-func (b *bkb) memoValues() {
+func (b *BKB) memoValues() {
 	m := b.ls.N
 	b.scratch(m)
 	for j := 0; j < b.nArms; j++ {
@@ -391,7 +413,7 @@ func (b *bkb) memoValues() {
 
 // embedArms computes the memo arms' embeddings and residual terms (a pure
 // function of L_S and the arms, so a restored memo gets the same bits).
-func (b *bkb) embedArms() {
+func (b *BKB) embedArms() {
 	n, d, m := b.nArms, b.dim, b.ls.N
 	b.za = growFloats(b.za, n*m)
 	b.ares = growFloats(b.ares, n)
@@ -403,7 +425,7 @@ func (b *bkb) embedArms() {
 
 // Choose returns the arm with the largest approximate UCB. O(A m (m + d)) on
 // a new arm set, O(A) on the memo's.
-func (b *bkb) Choose(arms [][]float64) Decision {
+func (b *BKB) Choose(arms [][]float64) Decision {
 	if len(arms) == 0 {
 		panic("bkb: Choose with no arms")
 	}
@@ -429,7 +451,7 @@ func (b *bkb) Choose(arms [][]float64) Decision {
 }
 
 // Predict returns the approximate posterior mean and std (reward units) of f(x).
-func (b *bkb) Predict(x []float64) Prediction {
+func (b *BKB) Predict(x []float64) Prediction {
 	if err := checkInput(x, b.dim); err != nil { // input.go: flagged, never a panic
 		return invalidPrediction(err)
 	}
@@ -438,7 +460,7 @@ func (b *bkb) Predict(x []float64) Prediction {
 }
 
 // Update is Observe (the Learner view of a bandit: y is the reward of x).
-func (b *bkb) Update(x []float64, _ Prediction, y float64) error { return b.Observe(x, y) }
+func (b *BKB) Update(x []float64, _ Prediction, y float64) error { return b.Observe(x, y) }
 
 // dot4 is x.y with four accumulators (the per-arm inner product of the
 // incremental updates, the hottest loop of a bandit step).

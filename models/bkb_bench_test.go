@@ -9,9 +9,9 @@ import (
 // huge, so every p is 1 and no member leaves by resampling; max_budget = m
 // holds |S| at m), warmed up past its refreshes so that every buffer has
 // reached its steady size.
-func benchBKB(b *testing.B, m, u int) (*bkb, [][]float64) {
+func benchBKB(b *testing.B, m, u int) (*BKB, [][]float64) {
 	spec := gaussianSpec("bkb", 5, 1, map[string]any{"beta": 0.5, "qbar": 1e9, "max_budget": m})
-	l := newBandit(b, spec, "bench").(*bkb)
+	l := newBandit(b, spec, "bench").(*BKB)
 	r := NewRand(uint64(m))
 	pts := testArms(r, u, 5)
 	for _, x := range pts {

@@ -17,7 +17,7 @@ const bkbMaxReward = 1e100
 // Observe records the reward of pulling x (sec. 3.1): S_{t+1} is resampled
 // with the variances of the posterior at t, then the pull enters the
 // posterior. O(m^2), plus O(U (m + d)) when a point joins S.
-func (b *bkb) Observe(x []float64, reward float64) error {
+func (b *BKB) Observe(x []float64, reward float64) error {
 	if len(x) != b.dim { // input.go: an error, never a panic
 		return fmt.Errorf("bkb: len(x) = %d, want dim = %d: %w", len(x), b.dim, ErrDim)
 	}
@@ -68,7 +68,7 @@ func (b *bkb) Observe(x []float64, reward float64) error {
 
 // variance is sigma~_t^2(x): from the arm memo when x is one of its arms
 // (the usual case: the arm just chosen), else computed. O(A d) or O(m^2).
-func (b *bkb) variance(x []float64) float64 {
+func (b *BKB) variance(x []float64) float64 {
 	if b.armOK {
 		d := b.dim
 		for j := 0; j < b.nArms; j++ {
@@ -82,7 +82,7 @@ func (b *bkb) variance(x []float64) float64 {
 }
 
 // uminOf is the smallest uniform of stored arm slot's pulls (1 for a new arm).
-func (b *bkb) uminOf(slot int) float64 {
+func (b *BKB) uminOf(slot int) float64 {
 	if slot < 0 {
 		return 1
 	}
@@ -90,7 +90,7 @@ func (b *bkb) uminOf(slot int) float64 {
 }
 
 // member returns the position of slot in S, or -1. O(m).
-func (b *bkb) member(slot int) int {
+func (b *BKB) member(slot int) int {
 	for k, s := range b.dict {
 		if s == slot {
 			return k
@@ -102,7 +102,7 @@ func (b *bkb) member(slot int) int {
 // resampleMembers lists in b.leave (ascending) the members whose u exceeds
 // rho p, p under the posterior at t; the member with the largest p stays if
 // all would leave.
-func (b *bkb) resampleMembers() {
+func (b *BKB) resampleMembers() {
 	m := b.ls.N
 	b.leave = b.leave[:0]
 	b.prob = growFloats(b.prob, m)
@@ -129,7 +129,7 @@ func (b *bkb) resampleMembers() {
 // points: of the staying members and the arm, the one with the largest
 // ratio u/p stays out, and rho (the factor of every p) drops to the largest
 // ratio kept. It reports whether the arm joins.
-func (b *bkb) shrink(rc float64) bool {
+func (b *BKB) shrink(rc float64) bool {
 	worst, wr, next := -1, rc, 0.0 // -1 is the arm
 	for k, s := range b.dict {
 		if slices.Contains(b.leave, k) {
@@ -158,7 +158,7 @@ func (b *bkb) shrink(rc float64) bool {
 // store puts the new arm x into a slot: appended, or at the cap replacing the
 // stored arm outside S pulled least recently (inside S if all are members),
 // whose observations leave the posterior. It returns the slot.
-func (b *bkb) store(x []float64) int {
+func (b *BKB) store(x []float64) int {
 	u := len(b.cnt)
 	if u < b.maxHistory {
 		b.pts = append(b.pts, x...)
@@ -193,7 +193,7 @@ func (b *bkb) store(x []float64) int {
 // (smallest (last pull, slot)), or the least recent of all if every stored
 // arm is in S: the first non-member of the eviction list, past at most m
 // members. O(m).
-func (b *bkb) evictionVictim() int {
+func (b *BKB) evictionVictim() int {
 	u := len(b.cnt)
 	if cap(b.mark) < u {
 		b.mark = make([]bool, u) // all false between calls
@@ -216,7 +216,7 @@ func (b *bkb) evictionVictim() int {
 }
 
 // lruRemove unlinks stored arm j from the eviction list.
-func (b *bkb) lruRemove(j int) {
+func (b *BKB) lruRemove(j int) {
 	p, n := b.lruPrev[j], b.lruNext[j]
 	if p >= 0 {
 		b.lruNext[p] = n
@@ -233,7 +233,7 @@ func (b *bkb) lruRemove(j int) {
 // lruPush links stored arm j (unlinked) at the end of the eviction list, the
 // place of an arm whose last pull is this round (every other last pull is
 // earlier).
-func (b *bkb) lruPush(j int) {
+func (b *BKB) lruPush(j int) {
 	b.lruPrev[j], b.lruNext[j] = b.lruTail, -1
 	if b.lruTail >= 0 {
 		b.lruNext[b.lruTail] = j
@@ -244,7 +244,7 @@ func (b *bkb) lruPush(j int) {
 }
 
 // rebuildLRU links the stored arms by (last pull, slot) (a restored state).
-func (b *bkb) rebuildLRU() {
+func (b *BKB) rebuildLRU() {
 	u := len(b.cnt)
 	order := make([]int, u)
 	for i := range order {
@@ -263,10 +263,10 @@ func (b *bkb) rebuildLRU() {
 // forget removes stored arm i's observations from the posterior: V -= c z z'
 // (Cholesky downdate), r -= ysum z, and the members' variances grow by the
 // Sherman-Morrison term.
-func (b *bkb) forget(i int) {
+func (b *BKB) forget(i int) {
 	c := float64(b.cnt[i])
 	b.armOK = false
-	b.sumK -= c * b.kern.Diag(b.point(i))
+	b.sumK -= c * b.kernel.Diag(b.point(i))
 	m := b.ls.N
 	if m == 0 || c == 0 {
 		return
@@ -292,7 +292,7 @@ func (b *bkb) forget(i int) {
 
 // storedSolve returns the embedding z of stored arm i and u = V^{-1} z (in
 // scratch b.zb, b.ub).
-func (b *bkb) storedSolve(i int) (z, u []float64) {
+func (b *BKB) storedSolve(i int) (z, u []float64) {
 	m := b.ls.N
 	b.scratch(m)
 	z, u = b.zb[:m], b.ub[:m]
@@ -305,7 +305,7 @@ func (b *bkb) storedSolve(i int) (z, u []float64) {
 // rebuildPosterior recomputes L_V, r and the members' variances from the
 // stored arms (all but skip), for the rare step whose incremental form lost
 // positive definiteness to rounding. O(U (m d + m^2) + m^3).
-func (b *bkb) rebuildPosterior(skip int) {
+func (b *BKB) rebuildPosterior(skip int) {
 	m := b.ls.N
 	b.scratch(m)
 	var v linalg.Sym
@@ -330,9 +330,9 @@ func (b *bkb) rebuildPosterior(skip int) {
 // pull adds one observation of stored arm j: V += z z' (rank-one Cholesky
 // update), r += y z, and the members' and memo arms' variances and means by
 // Sherman-Morrison (O(m^2 + A m)).
-func (b *bkb) pull(j int, y float64) {
+func (b *BKB) pull(j int, y float64) {
 	x := b.point(j)
-	kxx := b.kern.Diag(x)
+	kxx := b.kernel.Diag(x)
 	b.cnt[j]++
 	b.ysum[j] += y
 	b.last[j] = b.t
@@ -373,13 +373,13 @@ func (b *bkb) pull(j int, y float64) {
 // b = sum_i c_i zeta_i z_i, d = lambda + sum_i c_i zeta_i^2: O(U (m + d)),
 // one kernel evaluation per stored arm, the rest from the kernel cache. A
 // point numerically in the span of S does not join.
-func (b *bkb) addMember(j int) {
+func (b *BKB) addMember(j int) {
 	x := b.point(j)
 	m := b.ls.N
 	b.scratch(m)
 	l := b.zb[:m]
 	b.embedStored(l, j)
-	kxx := b.kern.Diag(x)
+	kxx := b.kernel.Diag(x)
 	lss := kxx - linalg.Dot(l, l)
 	if !(lss > bkbPivotTol*kxx) {
 		return
@@ -397,7 +397,7 @@ func (b *bkb) addMember(j int) {
 	st := b.ksuStride
 	for i, c := range b.cnt {
 		row := b.ksu[i*st : i*st+m+1]
-		kx := b.kern.Eval(x, b.point(i))
+		kx := b.kernel.Eval(x, b.point(i))
 		row[m] = kx
 		if c == 0 {
 			continue
@@ -442,7 +442,7 @@ func (b *bkb) addMember(j int) {
 // component along the dropped direction): with [l', l_nn] the dropped row of
 // the rotated L_V and v = L_V'^{-1} l under the new factor,
 // q_j -= (z_j'v)^2/l_nn^2 and tr(V^{-1}) -= (1 + ||v||^2)/l_nn^2. O(m^2).
-func (b *bkb) removeMember(k int) {
+func (b *BKB) removeMember(k int) {
 	m := b.ls.N
 	b.rot = growFloats(b.rot, 2*m)
 	b.work = growFloats(b.work, m*m)

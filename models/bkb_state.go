@@ -14,9 +14,9 @@ import (
 // memo if there is one, t and the PRNG. Everything a step reads is here, so a
 // restored learner is bit-identical. About 8 (U (d + 4) + m^2) bytes, plus
 // 8 A (d + 2) for a memo (a repeated arm set).
-func (b *bkb) MarshalBinary() ([]byte, error) { return b.AppendBinary(nil) }
+func (b *BKB) MarshalBinary() ([]byte, error) { return b.AppendBinary(nil) }
 
-func (b *bkb) AppendBinary(dst []byte) ([]byte, error) {
+func (b *BKB) AppendBinary(dst []byte) ([]byte, error) {
 	u, m := len(b.cnt), b.ls.N
 	w := NewStateWriter(slices.Grow(dst, 96+8*(u*(b.dim+4)+m*(m+4)+b.nArms*(b.dim+2))), "bkb", bkbStateVersion)
 	w.Int(b.dim)
@@ -49,7 +49,7 @@ func (b *bkb) AppendBinary(dst []byte) ([]byte, error) {
 // UnmarshalBinary restores a state written by MarshalBinary for the same
 // spec. A blob that is inconsistent (shapes, counts, S, non-finite or
 // non-positive pivots) is refused with ErrState and b is unchanged.
-func (b *bkb) UnmarshalBinary(blob []byte) error {
+func (b *BKB) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "bkb", bkbStateVersion)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (b *bkb) UnmarshalBinary(blob []byte) error {
 }
 
 // checkShapes validates a decoded state.
-func (b *bkb) checkShapes() error {
+func (b *BKB) checkShapes() error {
 	u := len(b.cnt)
 	if b.dim <= 0 || len(b.pts) != u*b.dim || u > b.maxHistory || len(b.ysum) != u || len(b.umin) != u || len(b.last) != u {
 		return fmt.Errorf("stored arms of inconsistent lengths")

@@ -81,7 +81,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 	r := NewRand(5)
 	arms := testArms(r, 30, 2)
 	for _, q := range []float64{2, 8} {
-		b := newBandit(t, gaussianSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "lambda": 0.04, "qbar": q}), "k").(*bkb)
+		b := newBandit(t, gaussianSpec("bkb", 2, 0.7, map[string]any{"xi": 0.2, "lambda": 0.04, "qbar": q}), "k").(*BKB)
 		xs, ys := pullSequence(r, arms, 300)
 		for i := range xs {
 			if err := b.Observe(xs[i], ys[i]); err != nil {
@@ -96,10 +96,10 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 			ksu := mat.NewDense(m, u, nil)
 			for a := 0; a < m; a++ {
 				for c := 0; c < m; c++ {
-					kss.SetSym(a, c, b.kern.Eval(b.point(sel[a]), b.point(sel[c])))
+					kss.SetSym(a, c, b.kernel.Eval(b.point(sel[a]), b.point(sel[c])))
 				}
 				for i := 0; i < u; i++ {
-					ksu.Set(a, i, b.kern.Eval(b.point(sel[a]), b.point(i)))
+					ksu.Set(a, i, b.kernel.Eval(b.point(sel[a]), b.point(i)))
 				}
 			}
 			h := mat.NewDense(m, m, nil)
@@ -127,7 +127,7 @@ func TestBKBPosteriorIsDTC(t *testing.T) {
 			for _, x := range arms {
 				ks := mat.NewVecDense(m, nil)
 				for a := 0; a < m; a++ {
-					ks.SetVec(a, b.kern.Eval(b.point(sel[a]), x))
+					ks.SetVec(a, b.kernel.Eval(b.point(sel[a]), x))
 				}
 				var g1, g2 mat.VecDense
 				if err := g1.SolveVec(kss, ks); err != nil {
@@ -190,7 +190,7 @@ func TestBKBLargeQbarIsGPUCB(t *testing.T) {
 func TestBKBCaps(t *testing.T) {
 	r := NewRand(2)
 	arms := testArms(r, 20, 2)
-	b := newBandit(t, gaussianSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "lambda": 0.01, "max_history": 5, "max_budget": 3}), "k").(*bkb)
+	b := newBandit(t, gaussianSpec("bkb", 2, 0.5, map[string]any{"xi": 0.1, "lambda": 0.01, "max_history": 5, "max_budget": 3}), "k").(*BKB)
 	for i := 0; i < 200; i++ {
 		x := arms[i%20]
 		if i%3 == 0 {
@@ -217,27 +217,27 @@ func TestBKBRejectsInconsistentBlobs(t *testing.T) {
 	spec := gaussianSpec("bkb", 2, 1, map[string]any{"xi": 0.1, "lambda": 0.01})
 	r := NewRand(4)
 	arms := testArms(r, 6, 2)
-	src := newBandit(t, spec, "k").(*bkb)
+	src := newBandit(t, spec, "k").(*BKB)
 	playBandit(t, src, arms, 12, r)
 	good, _ := src.MarshalBinary()
 	if err := newBandit(t, spec, "k").UnmarshalBinary(good); err != nil {
 		t.Fatalf("consistent blob refused: %v", err)
 	}
-	bad := map[string]func(*bkb){
-		"dict out of range":     func(v *bkb) { v.dict[0] = len(v.cnt) },
-		"dict repeats a slot":   func(v *bkb) { v.dict = append(v.dict, v.dict[0]) },
-		"zero count":            func(v *bkb) { v.cnt[0] = 0 },
-		"t below the counts":    func(v *bkb) { v.t = 2 },
-		"uniform out of range":  func(v *bkb) { v.umin[0] = 1.5 },
-		"points without counts": func(v *bkb) { v.pts = append(v.pts, 3, 3) },
-		"duplicate arm":         func(v *bkb) { copy(v.point(1), v.point(0)) },
-		"non-finite sum":        func(v *bkb) { v.ysum[0] = math.Inf(1) },
-		"short factor":          func(v *bkb) { v.lv.Data = v.lv.Data[:len(v.lv.Data)-1] },
-		"negative pivot":        func(v *bkb) { v.ls.Data[0] = -v.ls.Data[0] },
-		"non-finite variance":   func(v *bkb) { v.qs[0] = math.NaN() },
+	bad := map[string]func(*BKB){
+		"dict out of range":     func(v *BKB) { v.dict[0] = len(v.cnt) },
+		"dict repeats a slot":   func(v *BKB) { v.dict = append(v.dict, v.dict[0]) },
+		"zero count":            func(v *BKB) { v.cnt[0] = 0 },
+		"t below the counts":    func(v *BKB) { v.t = 2 },
+		"uniform out of range":  func(v *BKB) { v.umin[0] = 1.5 },
+		"points without counts": func(v *BKB) { v.pts = append(v.pts, 3, 3) },
+		"duplicate arm":         func(v *BKB) { copy(v.point(1), v.point(0)) },
+		"non-finite sum":        func(v *BKB) { v.ysum[0] = math.Inf(1) },
+		"short factor":          func(v *BKB) { v.lv.Data = v.lv.Data[:len(v.lv.Data)-1] },
+		"negative pivot":        func(v *BKB) { v.ls.Data[0] = -v.ls.Data[0] },
+		"non-finite variance":   func(v *BKB) { v.qs[0] = math.NaN() },
 	}
 	for name, mutate := range bad {
-		v := newBandit(t, spec, "k").(*bkb)
+		v := newBandit(t, spec, "k").(*BKB)
 		if err := v.UnmarshalBinary(good); err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +289,7 @@ func TestBKBIncrementalMatchesRecomputed(t *testing.T) {
 		{"qbar": 1, "beta": 0.5},
 		{"qbar": 2, "max_history": 40, "max_budget": 12},
 	} {
-		b := newBandit(t, gaussianSpec("bkb", 3, 1, params), "inc").(*bkb)
+		b := newBandit(t, gaussianSpec("bkb", 3, 1, params), "inc").(*BKB)
 		r := NewRand(8)
 		adds, removes := 0, 0
 		for round := 0; round < 300; round++ {
@@ -358,7 +358,7 @@ func TestBKBFreshRoundTripExact(t *testing.T) {
 		orig := newBandit(t, spec, "u")
 		r := NewRand(9)
 		playFresh(t, orig, 3, 8, cut, r)
-		if orig.(*bkb).armOK {
+		if orig.(*BKB).armOK {
 			t.Fatalf("cut %d: fresh candidates became the arm memo (the state would carry them)", cut)
 		}
 		blob, _ := orig.MarshalBinary()
@@ -387,7 +387,7 @@ func TestBKBFreshRoundTripExact(t *testing.T) {
 func TestBKBTinyCaps(t *testing.T) {
 	for _, c := range []struct{ history, budget int }{{1, 1}, {2, 1}, {1, 2}, {3, 2}, {2, 3}} {
 		spec := gaussianSpec("bkb", 2, 0.7, map[string]any{"max_history": c.history, "max_budget": c.budget, "qbar": 3})
-		b := newBandit(t, spec, "tiny").(*bkb)
+		b := newBandit(t, spec, "tiny").(*BKB)
 		r := NewRand(uint64(c.history*10 + c.budget))
 		for round, d := range playFresh(t, b, 2, 4, 60, r) {
 			if math.IsNaN(d.UCB) || math.IsInf(d.UCB, 0) || math.IsNaN(d.Std) {
@@ -414,7 +414,7 @@ func TestBKBTinyCaps(t *testing.T) {
 // least recently, lowest slot on a tie; the least recent of all if every
 // arm is in S), through evictions, re-pulls of stored arms and a restore.
 func TestBKBEvictionOrder(t *testing.T) {
-	check := func(b *bkb, where string) {
+	check := func(b *BKB, where string) {
 		t.Helper()
 		u := len(b.cnt)
 		var order []int
@@ -448,7 +448,7 @@ func TestBKBEvictionOrder(t *testing.T) {
 	}
 	for _, c := range []struct{ history, budget int }{{12, 4}, {5, 5}, {3, 8}} {
 		spec := gaussianSpec("bkb", 2, 0.7, map[string]any{"max_history": c.history, "max_budget": c.budget, "qbar": 3})
-		b := newBandit(t, spec, "lru").(*bkb)
+		b := newBandit(t, spec, "lru").(*BKB)
 		r := NewRand(uint64(c.history))
 		for round := 0; round < 200; round++ {
 			arms := testArms(r, 3, 2)
@@ -462,7 +462,7 @@ func TestBKBEvictionOrder(t *testing.T) {
 			check(b, fmt.Sprintf("%+v round %d", c, round))
 		}
 		blob, _ := b.MarshalBinary()
-		restored := newBandit(t, spec, "lru").(*bkb)
+		restored := newBandit(t, spec, "lru").(*BKB)
 		if err := restored.UnmarshalBinary(blob); err != nil {
 			t.Fatal(err)
 		}

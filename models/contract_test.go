@@ -9,10 +9,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The numerical contract (issue 12; input.go) over every registered
-// algorithm: wrong length, NaN, Inf, huge values, kernel widths at their
-// bounds, duplicate points and large targets give an error or a finite
-// prediction, never a panic and never a NaN output.
+// The numerical contract (input.go) over every registered algorithm: wrong
+// length, NaN, Inf, huge values, kernel widths at their bounds, duplicate
+// points and large targets give an error or a finite prediction, never a
+// panic and never a NaN output.
 
 // contractParams are the few params an algorithm needs to build at dim 3
 // with a small budget (everything else is its default).

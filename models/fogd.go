@@ -1,35 +1,5 @@
 package models
 
-// FOGD: Fourier Online Gradient Descent (Lu, Hoi, Wang, Zhao, Liu, "Large
-// Scale Online Kernel Learning", JMLR 17, 2016, Algorithm 1), the
-// random-feature baseline of FORKS' Table 1 (docs/forks.md).
-//
-// Random Fourier features for the Gaussian kernel (Rahimi & Recht 2007):
-// u_1..u_D ~ N(0, sigma^-2 I_d) and
-//
-//	z(x) = [cos(u_1^T x) .. cos(u_D^T x), sin(u_1^T x) .. sin(u_D^T x)] / sqrt(D)
-//
-// so that z(x)^T z(x') ~ exp(-||x-x'||^2 / (2 sigma^2)); then plain online
-// gradient descent w <- w - eta l'(w^T z, y) z (hinge: w += eta y z when
-// y f < 1).
-//
-// Choices, as tagged in the spec:
-//   - [R] params.D counts frequencies; the feature vector has 2D
-//     entries. Default D = 400, the paper's "feature dimension = 4B" read as
-//     the LSOKL toolbox does (4B frequencies at B = 100).
-//   - [SUGGEST] features are scaled by 1/sqrt(D) (as in the JMLR
-//     paper), so the default eta = 0.2 means what it means for KOGD; the
-//     toolbox's unscaled features with eta = 0.002 are not reproduced.
-//   - The frequencies are drawn from the key's PRNG (seeded by Setup.Seed)
-//     when the learner is built, and are NOT in the state: UnmarshalBinary is
-//     always called on a learner built from the same spec and key, which
-//     regenerates the same D x d matrix. The blob is then 2D weights plus a
-//     counter (6.4 KB at D = 400) instead of D(d+2) numbers; the price is
-//     D x d Gaussian draws when a cold key is loaded.
-//   - Only the Gaussian kernel has these features; any other kernel is a spec
-//     error.
-//   - Losses: hinge (default), logistic, squared hinge, square.
-
 import (
 	"fmt"
 	"math"
@@ -51,14 +21,53 @@ func init() {
 
 const fogdStateVersion = 1
 
-type fogd struct {
-	d, D int
-	eta  float64
-	loss Loss
-	cls  bool
-	u    []float64 // D x d frequencies (regenerated from the seed, not state)
-	w    []float64 // 2D
-	n    int       // updates seen
+// FOGD is Fourier online gradient descent (algorithm "fogd"), Algorithm 1 of
+// J. Lu, S. C. H. Hoi, J. Wang, P. Zhao and Z. Liu, "Large Scale Online
+// Kernel Learning", JMLR 17, 2016 [Lu et al. 2016, Alg. 1], the
+// random-feature baseline of FORKS' Table 1 [Wen et al. 2024, Sec. 6]. Notes
+// and measurements: docs/forks.md.
+//
+// Random Fourier features of the Gaussian kernel [Rahimi & Recht 2007]:
+// u_1..u_D ~ N(0, sigma^-2 I_d) and
+//
+//	z(x) = [cos(u_1^T x) .. cos(u_D^T x), sin(u_1^T x) .. sin(u_D^T x)] / sqrt(D)
+//
+// so that z(x)^T z(x') ~ exp(-||x-x'||^2 / (2 sigma^2)); then plain online
+// gradient descent w <- w - eta l'(w^T z, y) z (hinge: w += eta y z when
+// y f < 1).
+//
+// Choices:
+//   - [RECON] The param D counts frequencies; the feature vector has 2D
+//     entries. The default 400 is the paper's "feature dimension = 4B" read
+//     as the authors' LSOKL toolbox does [CODE] (4B frequencies at B = 100).
+//   - [SUGGEST] The features are scaled by 1/sqrt(D), as in Lu et al., so
+//     that the default eta = 0.2 means what it means for KOGD; the toolbox's
+//     unscaled features with eta = 0.002 are not reproduced.
+//   - [SUGGEST] The frequencies are drawn from the key's PRNG (seeded by
+//     Setup.Seed) when the learner is built and are not in the state:
+//     UnmarshalBinary is always called on a learner built from the same spec
+//     and key, which regenerates the same D x d matrix. The blob is then 2D
+//     weights plus a counter (6.4 KB at D = 400) instead of D(d+2) numbers;
+//     the price is D x d Gaussian draws when a cold key is loaded.
+//   - Only the Gaussian kernel has these features; any other kernel is a spec
+//     error.
+//
+// Cost: O(D d) time per record; O(D d) memory, of which 2D numbers are state.
+//
+// Parameters and their defaults:
+//   - D: number of random frequencies (400), in [1, 2^20], D d at most 2^26.
+//   - eta: the OGD step (0.2).
+//   - kernel.sigma (1; stream sqrt(d)); the kernel must be Gaussian.
+//
+// Losses: hinge (default), logistic, squared-hinge, square.
+type FOGD struct {
+	dim, nf int
+	eta     float64
+	loss    Loss
+	cls     bool
+	u       []float64 // D x d frequencies (regenerated from the seed, not state)
+	w       []float64 // 2D
+	n       int       // updates seen
 
 	zs, wNew []float64   // scratch
 	memo     predictMemo // memoZ = z(memo.x); z does not depend on the state (version 0)
@@ -79,8 +88,8 @@ func newFOGD(s *Setup) (Learner, error) {
 	if int64(D)*int64(s.Dim) > 1<<26 {
 		return nil, fmt.Errorf("%w: fogd: D*dim = %d frequencies exceed 2^26", ErrSpec, int64(D)*int64(s.Dim))
 	}
-	l := &fogd{
-		d: s.Dim, D: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
+	l := &FOGD{
+		dim: s.Dim, nf: D, eta: eta, loss: s.Loss, cls: s.Loss.Classification(),
 		u: make([]float64, D*s.Dim), w: make([]float64, 2*D),
 		zs: make([]float64, 2*D), wNew: make([]float64, 2*D),
 		memo: newPredictMemo(s.Dim), memoZ: make([]float64, 2*D),
@@ -92,37 +101,37 @@ func newFOGD(s *Setup) (Learner, error) {
 	return l, nil
 }
 
-func (l *fogd) Size() int { return l.D }
+func (l *FOGD) Size() int { return l.nf }
 
 // features writes z(x) into dst (2D).
-func (l *fogd) features(dst, x []float64) {
-	scale := 1 / math.Sqrt(float64(l.D))
-	d := l.d
-	for i := 0; i < l.D; i++ {
+func (l *FOGD) features(dst, x []float64) {
+	scale := 1 / math.Sqrt(float64(l.nf))
+	d := l.dim
+	for i := 0; i < l.nf; i++ {
 		a := linalg.Dot(l.u[i*d:(i+1)*d], x)
 		s, c := math.Sincos(a)
 		dst[i] = c * scale
-		dst[l.D+i] = s * scale
+		dst[l.nf+i] = s * scale
 	}
 }
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *fogd) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+func (l *FOGD) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *fogd) predict(x []float64) Prediction {
+func (l *FOGD) predict(x []float64) Prediction {
 	l.features(l.memoZ, x)
 	l.memo.store(x, 0)
 	return Prediction{Value: linalg.Dot(l.w, l.memoZ), Choice: -1, Prob: 1}
 }
 
-func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("fogd", x, l.d, y); err != nil {
+func (l *FOGD) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("fogd", x, l.dim, y); err != nil {
 		return err
 	}
 	if l.cls {
@@ -148,16 +157,16 @@ func (l *fogd) Update(x []float64, _ Prediction, y float64) error {
 	return nil
 }
 
-func (l *fogd) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+func (l *FOGD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
-func (l *fogd) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+16*l.D), "fogd", fogdStateVersion)
+func (l *FOGD) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+16*l.nf), "fogd", fogdStateVersion)
 	w.Int(l.n)
 	w.Floats(l.w)
 	return w.Finish(), nil
 }
 
-func (l *fogd) UnmarshalBinary(blob []byte) error {
+func (l *FOGD) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "fogd", fogdStateVersion)
 	if err != nil {
 		return err
@@ -165,7 +174,7 @@ func (l *fogd) UnmarshalBinary(blob []byte) error {
 	n := r.Int()
 	r.Check(n >= 0, "update count")
 	w := r.Floats(nil)
-	r.Check(len(w) == 2*l.D, "weight count (params.D differs?)")
+	r.Check(len(w) == 2*l.nf, "weight count (params.D differs?)")
 	r.Check(linalg.AllFinite(w), "non-finite weights")
 	if err := r.Err(); err != nil {
 		return err

@@ -25,7 +25,7 @@ func TestFOGDRoundTripExact(t *testing.T) {
 // O(1/sqrt(D)).
 func TestFOGDFeaturesApproximateKernel(t *testing.T) {
 	const D = 4000
-	l := mustNew(t, Spec{Algorithm: "fogd", Dim: 4, Kernel: KernelSpec{Sigma: 1.5}, Params: map[string]any{"D": D}}, "key-1").(*fogd)
+	l := mustNew(t, Spec{Algorithm: "fogd", Dim: 4, Kernel: KernelSpec{Sigma: 1.5}, Params: map[string]any{"D": D}}, "key-1").(*FOGD)
 	xs, _ := forksStream(100, 4, 22)
 	za, zb := make([]float64, 2*D), make([]float64, 2*D)
 	g := NewGaussian(1.5)

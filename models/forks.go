@@ -1,86 +1,8 @@
 package models
 
-// FORKS: Wen, Zhang, Wei, Hou, Li, Zhang, "Fast Second-Order Online Kernel
-// Learning Through Incremental Matrix Sketching and Decomposition"
-// (arXiv 2410.11188 v2), Algorithm 1 as reconstructed in docs/forks.md.
-//
-// Stage 1 (Algorithm 1 lines 3-6): KOGD on a budget of B support vectors;
-// a record is added when its loss is non-zero (see forksStage1).
-// When the budget fills (line 7-9): the sketches Phi_pm = S_p^T K S_m and
-// Phi_pp = S_p^T K S_p of Eq. 3 are built from the B x B kernel matrix with a
-// CountSketch S_p (SJLT with one block, "d = 1") and a uniform column
-// sample S_m of s_m landmarks, Phi_pp ~ V Lambda V^T at rank k, and the
-// explicit feature map of Eq. 5 is phi(x) = Z^T c_m(x) with
-// Z = pinv(Phi_pm) V Lambda^{1/2} and c_m(x) the kernel values at the landmarks.
-// Stage 2, every record: ONS in R^k (Eq. 10) with the generalized projection
-// onto |phi^T w| <= C, A^{-1} kept by Sherman-Morrison (O(k^2)).
-// Every rho-th stage-2 record is an update round (lines 10-12): the record
-// enters the sketch (Eq. 4 / Eq. 11 / App. B.1), TISVD (Algorithm 2,
-// tisvd.go) refreshes V, Lambda with the rank-2 update of Eq. 12, Z is
-// recomputed, and the ONS state is reset to A = alpha I, w = 0.
-//
-// Choices, as tagged in the spec:
-//   - [R, SUGGEST] an update round predicts with the old model first;
-//     the sketch update and the reset happen in Update, which then takes one
-//     ONS step in the new feature space from w = 0.
-//   - [R, CODE] the new sub-sampling row s_m^(t+1) is 0: landmarks stay
-//     the s_m support vectors sampled when the sketch is built, so Phi_pm gains
-//     only the rank-1 term s_p b^T with b = c_m(x_t).
-//   - [CODE, SUGGEST] psi (the new kernel column) runs over the B
-//     initial support vectors, whose CountSketch rows are kept, plus the last
-//     params.window points inserted into the sketch (a ring, with their rows).
-//     window = 0 is the reference code: memory O(B d), but once the
-//     insertions outnumber B, Phi_pp turns indefinite (their cross terms are
-//     missing). window >= number of insertions is the paper's exact Eq. 4
-//     (Phi_pp = S_p^T K S_p, PSD); in between it is a bounded compromise.
-//     Default 64 (forksDefaultWindow): with rho = 2000 it covers the
-//     insertions of 128,000 stage-2 records exactly, and measured better
-//     than 0 (scaled cod-rna, 5 shuffles: 11.7 % against 22.6 % mistakes).
-//     The papers' tables pass "window":0 (docs/forks.md).
-//     TISVD keeps the k largest eigenvalues and the feature map uses
-//     sqrt(max(lambda, 0)).
-//   - [P] A_t includes g_t (standard ONS, Algorithm 1 line 19 before 20):
-//     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
-//   - [CODE] projection = "eager" (default): the state is the
-//     projected w; f = phi^T w; after a step v = w - A_t^{-1} g_t the new w
-//     is the A_t-norm projection of v onto |phi_t^T w| <= C with the *current*
-//     record's phi_t, as the reference code does, and records with zero loss
-//     change nothing. projection = "lazy" is the literal reading of Eq. 10b
-//     with phi_{t+1} [R]: the state holds the unprojected v, Predict projects
-//     it with the new record's phi, so f = clamp(phi^T v, -C, C), and Update
-//     steps from that projected w. With hinge loss and C = 1 the lazy form
-//     makes every unclamped prediction a margin error, A grows every round
-//     and learning stalls: on cod-rna (Table 1 settings) it is several points
-//     worse than eager, which reproduces the paper (docs/forks.md). When
-//     phi^T A^{-1} phi < 1e-12 the projection is skipped.
-//   - [P] rho counts every stage-2 record (the paper's "once every rho
-//     examples"), not only margin errors as the reference code does. There is
-//     no N in a stream, so rho is absolute; default 2000 (see docs/forks.md).
-//   - [SUGGEST] when the sketch is built, w starts at the least-squares
-//     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
-//     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
-//     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
-//   - [SUGGEST] pinv(Phi_pm) V Lambda^{1/2} as a rank-revealing
-//     least-squares solve (pivoted Cholesky of the s_m x s_m Gram matrix,
-//     relative cut-off; see computeZ), recomputed only in update rounds.
-//   - Stage-1 admission: hinge, squared hinge and logistic add x when
-//     y f < 1 (for hinge and squared hinge that is "loss > 0"; for logistic the
-//     reconstruction's margin rule, [SUGGEST], since its loss is never 0); square
-//     loss adds every record with f != y. The KOGD coefficient is -eta l'(f, y)
-//     (hinge: eta y), no shrinking.
-//   - Losses: hinge (default, Tables 1-3), squared hinge (KuaiRec Fig. 3b),
-//     logistic [SUGGEST], square for regression [SUGGEST]; for square
-//     loss C must cover the targets' range (default C = 1 suits [0, 1]).
-//   - D = 1 SJLT block (all the paper's experiments); float64 throughout.
-//
-// Numerical guard: every update computes into scratch (including TISVD's next
-// buffers and the next Z), checks finiteness, and only then commits; the PRNG
-// draw of an update round is undone when the round is rejected.
-
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
@@ -100,21 +22,121 @@ func init() {
 const forksStateVersion = 1
 
 // forksDefaultWindow is params.window's default: the inserted points whose
-// kernel columns the sketch keeps (see the choices above).
+// kernel columns the sketch keeps (see the FORKS type).
 const forksDefaultWindow = 64
 
-type forks struct {
-	d                       int
-	B, sp, sm, k, rho       int
+// FORKS is fast second-order online kernel learning on an incrementally
+// maintained sketch (algorithm "forks"), Algorithm 1 of D. Wen, X. Zhang,
+// Z. Wei, C. Hou, S. Li and W. Zhang, "Fast Second-Order Online Kernel
+// Learning Through Incremental Matrix Sketching and Decomposition",
+// arXiv:2410.11188 v2, 2024 [Wen et al. 2024, Alg. 1-2, eq. 3-12]. Notes,
+// the choices against the paper's tables and measurements: docs/forks.md.
+//
+// Stage 1 [Wen et al. 2024, Alg. 1 lines 3-6] is kernel online gradient
+// descent on a budget of B support vectors (budgetKOGD, budget.go). When the
+// budget fills (lines 7-9), the sketches Phi_pm = S_p^T K S_m and
+// Phi_pp = S_p^T K S_p of eq. 3 are built from the B x B kernel matrix with a
+// CountSketch S_p (an SJLT with one block) and a uniform column sample S_m
+// of s_m landmarks; Phi_pp ~ V Lambda V^T at rank k, and the explicit feature
+// map of eq. 5 is phi(x) = Z^T c_m(x), Z = pinv(Phi_pm) V Lambda^{1/2}, c_m(x)
+// the kernel values at the landmarks (forks_sketch.go). Stage 2, every
+// record: the online Newton step in R^k (eq. 10) with the generalized
+// projection onto |phi^T w| <= C, A^{-1} kept by Sherman-Morrison (O(k^2)).
+// Every rho-th stage-2 record is an update round (lines 10-12): the record
+// enters the sketch (eq. 4, 11; App. B.1), TISVD (Alg. 2, tisvd.go) refreshes
+// V and Lambda with the rank-2 update of eq. 12, Z is recomputed, and the ONS
+// state is reset to A = alpha I, w = 0.
+//
+// Choices:
+//   - [RECON] [SUGGEST] An update round predicts with the old model first;
+//     the sketch update and the reset happen in Update, which then takes one
+//     ONS step in the new feature space from w = 0.
+//   - [RECON] [CODE] The new sub-sampling row s_m^(t+1) is 0: the landmarks
+//     stay the s_m support vectors sampled when the sketch is built, so Phi_pm
+//     gains only the rank-1 term s_p b^T with b = c_m(x_t) (the only reading
+//     consistent with eq. 5; the authors' code does the same).
+//   - [CODE] [SUGGEST] psi, the new kernel column, runs over the B initial
+//     support vectors, whose CountSketch rows are kept, plus the last window
+//     points inserted into the sketch (a ring, with their rows). window = 0
+//     is the authors' code: memory O(B d), but once the insertions outnumber
+//     B, Phi_pp turns indefinite (their cross terms are missing). A window
+//     of at least the number of insertions is the paper's exact eq. 4
+//     (Phi_pp = S_p^T K S_p, PSD); in between it is a bounded compromise. The
+//     default 64 covers the insertions of 128,000 stage-2 records at
+//     rho = 2000 and measured better than 0 (scaled cod-rna, 5 shuffles:
+//     11.7 % against 22.6 % mistakes); the paper's tables pass "window":0
+//     (docs/forks.md). TISVD keeps the k largest eigenvalues and the feature
+//     map uses sqrt(max(lambda, 0)).
+//   - [PAPER] A_t includes g_t (standard ONS, Alg. 1 line 19 before 20):
+//     v = w - A_t^{-1} g_t with A_t = A_{t-1} + beta g g^T, beta = sigma_i + eta_i.
+//   - [CODE] projection "eager" (the default): the state is the projected w,
+//     f = phi^T w; after a step v = w - A_t^{-1} g_t the new w is the A_t-norm
+//     projection of v onto |phi_t^T w| <= C with the current record's phi_t,
+//     as the authors' code does, and records with zero loss change nothing.
+//     [RECON] projection "lazy" is the literal reading of eq. 10b with
+//     phi_{t+1}: the state holds the unprojected v, Predict projects it with
+//     the new record's phi, so f = clamp(phi^T v, -C, C), and Update steps
+//     from that projected w. With hinge loss and C = 1 the lazy form makes
+//     every unclamped prediction a margin error, A grows every round and
+//     learning stalls: on cod-rna (Table 1 settings) it is several points
+//     worse than eager, which reproduces the paper (docs/forks.md). When
+//     phi^T A^{-1} phi < 1e-12 the projection is skipped.
+//   - [PAPER] rho counts every stage-2 record (the paper's "once every rho
+//     examples"), not only margin errors as the authors' code does. A stream
+//     has no length N, so rho is absolute.
+//   - [SUGGEST] When the sketch is built, w starts at the least-squares
+//     transfer of the KOGD model: K ~ C_m Z Z^T C_m^T gives
+//     sum_i alpha_i kappa(SV_i, x) ~ (Z^T C_m^T alpha)^T phi(x), so
+//     w_0 = Z^T C_m^T alpha (C_m = K S_m); A^{-1} = I/alpha.
+//   - [SUGGEST] pinv(Phi_pm) V Lambda^{1/2} is a rank-revealing
+//     least-squares solve (pivoted Cholesky of the s_m x s_m Gram matrix,
+//     relative cut-off; computeZ), recomputed only in update rounds.
+//   - Stage-1 admission (budgetAdmit): hinge, squared hinge and logistic
+//     add x when y f < 1, the square loss every record with f != y; the
+//     coefficient is -eta l'(f, y) (hinge: eta y), no shrinking.
+//   - Losses: hinge (the default, Tables 1-3), squared hinge (KuaiRec,
+//     Fig. 3b), logistic [SUGGEST], square for regression [SUGGEST]; for
+//     the square loss C must cover the targets' range (C = 1 suits [0, 1]).
+//   - One SJLT block (all the paper's experiments); float64 throughout.
+//   - Numerical guard: every update computes into scratch (including TISVD's
+//     next factors and the next Z), checks finiteness, and only then
+//     commits; the PRNG draw of an update round is undone when the round is
+//     rejected.
+//
+// Cost per record: stage 1 O(B d); a regular stage-2 record
+// O(s_m d + s_m k + k^2); an update round O(B d + s_p k^2 + s_p s_m^2 + s_m^3).
+// Memory is constant on an unbounded stream: O(B d + s_p s_m + s_p k + k^2 +
+// window d).
+//
+// Parameters and their defaults:
+//   - B: budget of support vectors (100), in [2, 4096].
+//   - sp: s_p, columns of the CountSketch (B), in [1, 4096].
+//   - sm: s_m, landmarks sampled among the support vectors
+//     (round(0.2 s_p); stream round(0.4 s_p); at most B).
+//   - k: TISVD rank, the dimension of the features (B/10; stream 0.4 B;
+//     at least 1, at most s_p).
+//   - rho: update cycle in stage-2 records (2000).
+//   - eta: stage-1 KOGD step (0.2).
+//   - alpha: ONS regulariser, A_0 = alpha I (0.01).
+//   - beta: the paper's sigma_i + eta_i in A_t = A_{t-1} + beta g g^T (0.5).
+//   - C: the projection bound (1; stream 2).
+//   - projection: "eager" or "lazy" ("eager").
+//   - window: inserted points kept for psi (64), in [0, 65536].
+//   - kernel.sigma (1; stream 4 sqrt(d)).
+//
+// Losses: hinge (default), logistic, squared-hinge, square.
+type FORKS struct {
+	dim                     int
+	budget, sp, sm, k, rho  int
 	eta, alpha, beta, bound float64
 	eager                   bool // projection: "eager" ([CODE]) instead of "lazy"
 	window                  int  // inserted points kept for psi (0: reference code)
-	kern                    Kernel
+	kernel                  Kernel
 	loss                    Loss
 	cls                     bool
 	rng                     Rand
 
-	st1 forksStage1
+	st1 budgetKOGD
 
 	sketched bool
 	r        int       // stage-2 records seen since the sketch was built
@@ -127,7 +149,7 @@ type forks struct {
 	v        []float64 // k: ONS iterate (eager: projected w; lazy: unprojected v)
 	ainv     []float64 // k x k: A^{-1}
 	// The last `window` points inserted into the sketch, a ring: psi also
-	// runs over them (docs/forks.md "AllSketched", bounded).
+	// runs over them (the choices above).
 	ringX    []float64 // window x d
 	ringCode []int     // window: CountSketch rows, as code
 	ringN    int       // points in the ring (<= window)
@@ -139,25 +161,7 @@ type forks struct {
 	gram, tmat, zNext   []float64
 	piv                 []int
 	rowNew              []float64
-	memo                forksMemo
-}
-
-// forksMemo lets Update reuse the kernel work of the Predict that preceded it
-// on the same x (the usual inline-label case), keyed on the stage-1
-// generation. It is invisible: a miss just recomputes.
-type forksMemo struct {
-	predictMemo
-	f   float64   // stage 1
-	phi []float64 // stage 2
-}
-
-// stage1Score returns the stage-1 score of x, from the memo when the last
-// Predict computed it for x against the current stage-1 model.
-func (m *forksMemo) stage1Score(s *forksStage1, k Kernel, x []float64) float64 {
-	if m.hit(x, s.gen) {
-		return m.f
-	}
-	return s.score(k, x)
+	memo                stageMemo
 }
 
 func newFORKS(s *Setup) (Learner, error) {
@@ -190,10 +194,10 @@ func newFORKS(s *Setup) (Learner, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	l := &forks{
-		d: s.Dim, B: B, sp: sp, sm: sm, k: k, rho: rho,
+	l := &FORKS{
+		dim: s.Dim, budget: B, sp: sp, sm: sm, k: k, rho: rho,
 		eta: eta, alpha: alpha, beta: beta, bound: bound, eager: proj == "eager", window: window,
-		kern: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
+		kernel: s.Kernel, loss: s.Loss, cls: s.Loss.Classification(),
 	}
 	l.rng.Seed(s.Seed)
 	l.st1.init(B, s.Dim)
@@ -208,32 +212,9 @@ func newFORKS(s *Setup) (Learner, error) {
 	return l, nil
 }
 
-// allocSketch sizes the stage-2 state and scratch (once, when the sketch is
-// built or restored).
-func (l *forks) allocSketch() {
-	l.code = make([]int, l.B)
-	l.lm = make([]int, l.sm)
-	l.lmX = make([]float64, l.sm*l.d)
-	l.phiPM = make([]float64, l.sp*l.sm)
-	l.ts = newTISVD(l.sp, l.k, 2)
-	l.z = make([]float64, l.sm*l.k)
-	l.v = make([]float64, l.k)
-	l.ainv = make([]float64, l.k*l.k)
-	l.a = make([]float64, l.sp)
-	l.xcols = make([]float64, 2*l.sp)
-	l.gram = make([]float64, l.sm*l.sm)
-	l.piv = make([]int, l.sm)
-	l.tmat = make([]float64, l.sm*l.k)
-	l.zNext = make([]float64, l.sm*l.k)
-	l.rowNew = make([]float64, l.sm)
-	l.ringX = make([]float64, l.window*l.d)
-	l.ringCode = make([]int, l.window)
-	l.ringN, l.ringHead = 0, 0
-}
+func (l *FORKS) Size() int { return l.st1.n }
 
-func (l *forks) Size() int { return l.st1.n }
-
-func (l *forks) label(y float64) float64 {
+func (l *FORKS) label(y float64) float64 {
 	if l.cls {
 		return Label(y)
 	}
@@ -241,8 +222,8 @@ func (l *forks) label(y float64) float64 {
 }
 
 // features writes phi(x) = Z^T c_m(x) into dst.
-func (l *forks) features(dst, x []float64) {
-	KernelVector(l.kern, l.cm, l.lmX, x)
+func (l *FORKS) features(dst, x []float64) {
+	KernelVector(l.kernel, l.cm, l.lmX, x)
 	for i := range dst {
 		dst[i] = 0
 	}
@@ -253,7 +234,7 @@ func (l *forks) features(dst, x []float64) {
 	}
 }
 
-func (l *forks) clamp(z float64) float64 {
+func (l *FORKS) clamp(z float64) float64 {
 	return math.Max(-l.bound, math.Min(l.bound, z))
 }
 
@@ -261,17 +242,17 @@ func (l *forks) clamp(z float64) float64 {
 // f = phi^T Proj(v) = clamp(phi^T v, -C, C) in stage 2 (Eq. 10b).
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *forks) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+func (l *FORKS) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *forks) predict(x []float64) Prediction {
+func (l *FORKS) predict(x []float64) Prediction {
 	var f float64
 	if !l.sketched {
-		f = l.st1.score(l.kern, x)
+		f = l.st1.score(l.kernel, x)
 		l.memo.f = f
 	} else {
 		l.features(l.memo.phi, x)
@@ -284,13 +265,13 @@ func (l *forks) predict(x []float64) Prediction {
 	return Prediction{Value: f, Choice: -1, Prob: 1}
 }
 
-func (l *forks) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("forks", x, l.d, y); err != nil {
+func (l *FORKS) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("forks", x, l.dim, y); err != nil {
 		return err
 	}
 	y = l.label(y)
 	if !l.sketched {
-		f := l.memo.stage1Score(&l.st1, l.kern, x)
+		f := l.memo.score(&l.st1, l.kernel, x)
 		return l.st1.update("forks", l.loss, l.cls, l.eta, x, f, y, l.buildSketch)
 	}
 	r := l.r + 1
@@ -344,7 +325,7 @@ func (l *forks) Update(x []float64, _ Prediction, y float64) error {
 // q = A_{t-1}^{-1} phi already in l.q, starting from the projected l.w:
 // A_t^{-1} g = dl q / (1 + beta dl^2 phi^T q) (Sherman-Morrison), so
 // v = w - dl q / den and A^{-1} -= beta dl^2 q q^T / den. Checked before any write.
-func (l *forks) onsStep(dl float64, phi []float64) error {
+func (l *FORKS) onsStep(dl float64, phi []float64) error {
 	gq := dl * dl * linalg.Dot(phi, l.q)
 	den := 1 + l.beta*gq
 	if !(den > 0) || math.IsInf(den, 0) {
@@ -378,7 +359,7 @@ func (l *forks) onsStep(dl float64, phi []float64) error {
 // v = w - A_t^{-1} g, then w = Proj_{A_t}(v) onto |phi_t^T w| <= C with the
 // current record's phi_t. With A_t^{-1} phi = q/den the projection moves v
 // along q by h(phi^T v) / (phi^T q).
-func (l *forks) eagerStep(phi []float64, y float64, r int) error {
+func (l *FORKS) eagerStep(phi []float64, y float64, r int) error {
 	f := linalg.Dot(phi, l.v)
 	dl := l.loss.Deriv(f, y)
 	if dl == 0 {
@@ -397,7 +378,7 @@ func (l *forks) eagerStep(phi []float64, y float64, r int) error {
 
 // eagerProject projects l.v onto |phi^T v| <= C in the A-norm, with l.q
 // holding A_{t-1}^{-1} phi (so A_t^{-1} phi is parallel to it).
-func (l *forks) eagerProject(phi []float64) {
+func (l *FORKS) eagerProject(phi []float64) {
 	z := linalg.Dot(phi, l.v)
 	if math.Abs(z) <= l.bound {
 		return
@@ -409,7 +390,7 @@ func (l *forks) eagerProject(phi []float64) {
 }
 
 // symMul is dst = A^{-1} x.
-func (l *forks) symMul(dst, x []float64) {
+func (l *FORKS) symMul(dst, x []float64) {
 	k := l.k
 	for i := 0; i < k; i++ {
 		dst[i] = linalg.Dot(l.ainv[i*k:(i+1)*k], x)
@@ -417,482 +398,11 @@ func (l *forks) symMul(dst, x []float64) {
 }
 
 // resetONS sets A^{-1} = I/alpha (Algorithm 1 line 12).
-func (l *forks) resetONS() {
+func (l *FORKS) resetONS() {
 	for i := range l.ainv {
 		l.ainv[i] = 0
 	}
 	for i := 0; i < l.k; i++ {
 		l.ainv[i*l.k+i] = 1 / l.alpha
 	}
-}
-
-// updateRound inserts x into the sketch (Eq. 11 with s_m^(t+1) = 0), runs
-// TISVD on Phi_pp's rank-2 update (Eq. 12), recomputes Z (Eq. 5), resets ONS
-// (w = 0, A = alpha I) and takes one ONS step on (x, y) in the new space.
-func (l *forks) updateRound(x []float64, y float64, r int) error {
-	saved := l.rng.State()
-	fail := func(what string) error {
-		l.rng.SetState(saved)
-		return fmt.Errorf("forks: update round %d: %s: %w", r/l.rho, what, ErrNumerical)
-	}
-	// psi = kappa(x, SV_i) over the B support vectors; a = S_p^T psi; b = psi at the landmarks.
-	KernelVector(l.kern, l.psi, l.st1.sv, x)
-	for i := range l.a {
-		l.a[i] = 0
-	}
-	for i, c := range l.code {
-		b, sg := forksDecode(c)
-		l.a[b] += sg * l.psi[i]
-	}
-	d := l.d
-	for j := 0; j < l.ringN; j++ {
-		b, sg := forksDecode(l.ringCode[j])
-		l.a[b] += sg * l.kern.Eval(x, l.ringX[j*d:(j+1)*d])
-	}
-	h := l.rng.Intn(l.sp)
-	sg := 1.0
-	if l.rng.Uint64()&1 == 1 {
-		sg = -1
-	}
-	kap := l.kern.Diag(x)
-	if !linalg.AllFinite(l.a) || math.IsNaN(kap) || math.IsInf(kap, 0) {
-		return fail("kernel column")
-	}
-	// X = [s, a], G = [[kappa, 1], [1, 0]]: X G X^T = kappa s s^T + s a^T + a s^T.
-	sp := l.sp
-	for i := range l.xcols[:sp] {
-		l.xcols[i] = 0
-	}
-	l.xcols[h] = sg
-	copy(l.xcols[sp:], l.a)
-	g := [4]float64{kap, 1, 1, 0}
-	if !l.ts.update(l.xcols, 2, g[:]) {
-		return fail("TISVD")
-	}
-	// Phi_pm row h gains sg * b (b_j = psi[lm_j]).
-	copy(l.rowNew, l.phiPM[h*l.sm:(h+1)*l.sm])
-	for j, i := range l.lm {
-		l.rowNew[j] += sg * l.psi[i]
-	}
-	if !l.computeZ(l.zNext, l.ts.vNext, l.ts.lamNext, h, l.rowNew) {
-		return fail("feature map")
-	}
-	// phi in the new space: c_m(x) = psi at the landmarks.
-	phi := l.phi
-	for i := range phi {
-		phi[i] = 0
-	}
-	for j, i := range l.lm {
-		if c := l.psi[i]; c != 0 {
-			linalg.Axpy(c, l.zNext[j*l.k:(j+1)*l.k], phi)
-		}
-	}
-	// One ONS step from w = 0, A^{-1} = I/alpha: q = phi/alpha.
-	dl := l.loss.Deriv(0, y)
-	for i := range l.q {
-		l.q[i] = phi[i] / l.alpha
-		l.w[i] = 0
-	}
-	gq := dl * dl * linalg.Dot(phi, l.q)
-	den := 1 + l.beta*gq
-	if !(den > 0) || math.IsInf(den, 0) || !linalg.AllFinite(l.q) {
-		return fail("ONS reset step")
-	}
-	// Commit.
-	if l.window > 0 {
-		copy(l.ringX[l.ringHead*d:(l.ringHead+1)*d], x)
-		l.ringCode[l.ringHead] = int(sg) * (h + 1)
-		l.ringHead = (l.ringHead + 1) % l.window
-		l.ringN = min(l.ringN+1, l.window)
-	}
-	copy(l.phiPM[h*l.sm:(h+1)*l.sm], l.rowNew)
-	l.ts.commit()
-	l.z, l.zNext = l.zNext, l.z
-	l.resetONS()
-	for i := range l.v {
-		l.v[i] = 0
-	}
-	if dl != 0 {
-		if err := l.onsStep(dl, phi); err != nil { // cannot fail after the checks above
-			return err
-		}
-		if l.eager {
-			l.eagerProject(phi)
-		}
-	}
-	l.r = r
-	l.st1.gen++ // the feature map changed
-	return nil
-}
-
-// computeZ writes Z = pinv(Phi_pm) V Lambda^{1/2} (sm x k) into dst, with
-// Phi_pm's row h replaced by rowH when h >= 0. It reports finiteness.
-//
-// Z is the least-squares solution of Phi_pm Z = V Lambda^{1/2}, computed from
-// the normal equations with a pivoted Cholesky factor of the sm x sm Gram
-// matrix Phi_pm^T Phi_pm; pivots stop when the remaining diagonal falls to
-// 1e-12 of the largest (a column whose residual after the chosen ones is
-// below 1e-6 of the largest column norm counts as dependent and gets a zero
-// row). With full column rank (the generic case when sp >= sm) this is
-// exactly pinv; with dependent columns it is the basic instead of the
-// minimum-norm solution, which gives the same features when the dependence
-// comes from duplicated landmarks (repeated records in adversarial streams),
-// since c_m(x) then has equal entries on them. Cost O(sp sm^2/2 + sm^3/3 +
-// sp sm k); an update round at B = 200 took 11 ms with a one-sided Jacobi
-// SVD of Phi_pm, 2.8 ms with a Jacobi eigensolver of the Gram matrix, and
-// 0.3-1 ms with this.
-func (l *forks) computeZ(dst, V, lam []float64, h int, rowH []float64) bool {
-	sp, sm, k := l.sp, l.sm, l.k
-	g := l.gram
-	for i := range g {
-		g[i] = 0
-	}
-	rhs := dst[:sm*k] // Phi_pm^T V Lambda^{1/2}, solved in place
-	for i := range rhs {
-		rhs[i] = 0
-	}
-	for r := 0; r < sp; r++ {
-		row := l.phiPM[r*sm : (r+1)*sm]
-		if r == h {
-			row = rowH
-		}
-		vr := V[r*k : (r+1)*k]
-		for j, a := range row {
-			if a == 0 {
-				continue
-			}
-			linalg.Axpy(a, row[j:], g[j*sm+j:(j+1)*sm])
-			linalg.Axpy(a, vr, rhs[j*k:(j+1)*k])
-		}
-	}
-	for j := 0; j < sm; j++ { // mirror the upper triangle
-		for i := j + 1; i < sm; i++ {
-			g[i*sm+j] = g[j*sm+i]
-		}
-	}
-	for j := 0; j < sm; j++ {
-		for i := 0; i < k; i++ {
-			rhs[j*k+i] *= math.Sqrt(math.Max(lam[i], 0))
-		}
-	}
-	rank := linalg.PivotedCholesky(g, sm, 1e-12, l.piv)
-	linalg.PivotedCholeskySolve(g, sm, rank, l.piv, rhs, k, l.tmat)
-	return linalg.AllFinite(rhs)
-}
-
-func forksDecode(c int) (bucket int, sign float64) {
-	if c < 0 {
-		return -c - 1, -1
-	}
-	return c - 1, 1
-}
-
-// buildSketch is Algorithm 1 lines 8-9 (Eq. 3 with t = B, then Eq. 5): it
-// builds Phi_pm, Phi_pp from the B x B kernel matrix, the rank-k
-// eigen-factors of Phi_pp, Z, and the transferred w.
-func (l *forks) buildSketch() error {
-	saved := l.rng.State()
-	B, sp, sm, d := l.B, l.sp, l.sm, l.d
-	l.allocSketch()
-	undo := func(err error) error {
-		l.rng.SetState(saved)
-		l.code, l.ts = nil, nil // allocSketch again on the next attempt
-		return fmt.Errorf("forks: building the sketch: %w", err)
-	}
-	sv := l.st1.sv
-	K := make([]float64, B*B)
-	for i := 0; i < B; i++ {
-		KernelVector(l.kern, K[i*B:(i+1)*B], sv, sv[i*d:(i+1)*d])
-	}
-	for i := range l.code {
-		b := l.rng.Intn(sp)
-		if l.rng.Uint64()&1 == 1 {
-			l.code[i] = -(b + 1)
-		} else {
-			l.code[i] = b + 1
-		}
-	}
-	// Landmarks: s_m distinct indices, uniform without replacement ([CODE]).
-	idx := make([]int, B)
-	for i := range idx {
-		idx[i] = i
-	}
-	for j := 0; j < sm; j++ {
-		o := j + l.rng.Intn(B-j)
-		idx[j], idx[o] = idx[o], idx[j]
-		l.lm[j] = idx[j]
-	}
-	pp := make([]float64, sp*sp)
-	for i := 0; i < B; i++ {
-		bi, gi := forksDecode(l.code[i])
-		for m := 0; m < B; m++ {
-			bm, gm := forksDecode(l.code[m])
-			pp[bi*sp+bm] += gi * gm * K[i*B+m]
-		}
-		for j, m := range l.lm {
-			l.phiPM[bi*sm+j] += gi * K[i*B+m]
-		}
-	}
-	if !linalg.AllFinite(pp) {
-		return undo(ErrNumerical)
-	}
-	if err := l.ts.initFrom(pp); err != nil {
-		return undo(err)
-	}
-	if !l.computeZ(l.z, l.ts.V, l.ts.lam, -1, nil) {
-		return undo(ErrNumerical)
-	}
-	// w_0 = Z^T C_m^T alpha.
-	cma := l.rowNew
-	for j, m := range l.lm {
-		s := 0.0
-		for i := 0; i < B; i++ {
-			s += K[i*B+m] * l.st1.alpha[i]
-		}
-		cma[j] = s
-	}
-	for i := range l.v {
-		l.v[i] = 0
-	}
-	for j, c := range cma {
-		linalg.Axpy(c, l.z[j*l.k:(j+1)*l.k], l.v)
-	}
-	if !linalg.AllFinite(l.v) {
-		return undo(ErrNumerical)
-	}
-	l.fillLandmarks()
-	l.resetONS()
-	l.r = 0
-	l.sketched = true
-	l.st1.gen++
-	return nil
-}
-
-func (l *forks) fillLandmarks() {
-	d := l.d
-	for j, i := range l.lm {
-		copy(l.lmX[j*d:(j+1)*d], l.st1.sv[i*d:(i+1)*d])
-	}
-}
-
-func (l *forks) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
-
-func (l *forks) AppendBinary(dst []byte) ([]byte, error) {
-	n := 256 + 8*(len(l.st1.sv)+l.B)
-	if l.sketched {
-		n += 8 * (l.B + l.sm + l.sp*l.sm + l.sp*l.k + l.k + l.sm*l.k + l.k + l.k*l.k + l.ringN*(l.d+1))
-	}
-	w := NewStateWriter(slices.Grow(dst, n), "forks", forksStateVersion)
-	w.Rand(&l.rng)
-	l.st1.marshal(&w)
-	w.Bool(l.sketched)
-	if l.sketched {
-		w.Int(l.r)
-		w.Ints(l.code)
-		w.Ints(l.lm)
-		w.Floats(l.phiPM)
-		w.Floats(l.ts.V)
-		w.Floats(l.ts.lam)
-		w.Floats(l.z)
-		w.Floats(l.v)
-		w.Floats(l.ainv)
-		w.Int(l.ringN)
-		w.Int(l.ringHead)
-		w.Floats(l.ringX[:l.ringN*l.d])
-		w.Ints(l.ringCode[:l.ringN])
-	}
-	return w.Finish(), nil
-}
-
-func (l *forks) UnmarshalBinary(blob []byte) error {
-	rd, _, err := NewStateReader(blob, "forks", forksStateVersion)
-	if err != nil {
-		return err
-	}
-	var rng Rand
-	rd.Rand(&rng)
-	st1 := l.st1.decode(rd)
-	sketched := rd.Bool()
-	rd.Check(!sketched || st1.n == l.B, "sketch built before the budget filled")
-	rd.Check(sketched || st1.n < l.B, "full budget without a sketch")
-	var r, ringN, ringHead int
-	var code, lm, ringCode []int
-	var phiPM, V, lam, z, v, ainv, ringX []float64
-	if sketched {
-		r = rd.Int()
-		rd.Check(r >= 0, "round counter")
-		code = rd.Ints(nil)
-		rd.Check(len(code) == l.B, "sketch row count")
-		for _, c := range code {
-			b, _ := forksDecode(c)
-			rd.Check(c != 0 && b >= 0 && b < l.sp, "sketch bucket")
-		}
-		lm = rd.Ints(nil)
-		rd.Check(len(lm) == l.sm, "landmark count")
-		for _, i := range lm {
-			rd.Check(i >= 0 && i < l.B, "landmark index")
-		}
-		phiPM = rd.Floats(nil)
-		rd.Check(len(phiPM) == l.sp*l.sm, "Phi_pm shape")
-		V = rd.Floats(nil)
-		rd.Check(len(V) == l.sp*l.k, "V shape")
-		lam = rd.Floats(nil)
-		rd.Check(len(lam) == l.k, "Lambda shape")
-		z = rd.Floats(nil)
-		rd.Check(len(z) == l.sm*l.k, "Z shape")
-		v = rd.Floats(nil)
-		rd.Check(len(v) == l.k, "v shape")
-		ainv = rd.Floats(nil)
-		rd.Check(len(ainv) == l.k*l.k, "A^-1 shape")
-		ringN, ringHead = rd.Int(), rd.Int()
-		rd.Check(ringN >= 0 && ringN <= l.window && ringHead >= 0 && (ringHead < l.window || l.window == 0 && ringHead == 0) &&
-			(ringN == l.window || ringHead == ringN), "ring shape (params.window differs?)")
-		ringX = rd.Floats(nil)
-		rd.Check(len(ringX) == ringN*l.d, "ring points")
-		ringCode = rd.Ints(nil)
-		rd.Check(len(ringCode) == ringN, "ring rows")
-		for _, c := range ringCode {
-			b, _ := forksDecode(c)
-			rd.Check(c != 0 && b >= 0 && b < l.sp, "ring bucket")
-		}
-		rd.Check(linalg.AllFinite(phiPM) && linalg.AllFinite(V) && linalg.AllFinite(lam) &&
-			linalg.AllFinite(z) && linalg.AllFinite(v) && linalg.AllFinite(ainv) && linalg.AllFinite(ringX), "non-finite sketch state")
-	}
-	rd.Check(st1.finite(), "non-finite support vectors")
-	if err := rd.Err(); err != nil {
-		return err
-	}
-	l.rng = rng
-	l.st1.restore(st1)
-	l.sketched = sketched
-	l.memo.forget()
-	if sketched {
-		l.allocSketch()
-		l.r = r
-		copy(l.code, code)
-		copy(l.lm, lm)
-		copy(l.phiPM, phiPM)
-		copy(l.ts.V, V)
-		copy(l.ts.lam, lam)
-		copy(l.z, z)
-		copy(l.v, v)
-		copy(l.ainv, ainv)
-		copy(l.ringX, ringX)
-		copy(l.ringCode, ringCode)
-		l.ringN, l.ringHead = ringN, ringHead
-		l.fillLandmarks()
-	}
-	return nil
-}
-
-// forksStage1 is the budgeted KOGD of Algorithm 1 lines 3-6 (Kivinen et al.),
-// shared by FORKS and NOGD: f = sum_i alpha_i kappa(SV_i, x).
-type forksStage1 struct {
-	d, n  int
-	sv    []float64 // B x d
-	alpha []float64 // B
-	kv    []float64 // B scratch
-	gen   uint64    // bumped whenever the model changes (memo invalidation)
-}
-
-func (s *forksStage1) init(B, d int) {
-	s.d = d
-	s.sv = make([]float64, B*d)
-	s.alpha = make([]float64, B)
-	s.kv = make([]float64, B)
-}
-
-func (s *forksStage1) score(k Kernel, x []float64) float64 {
-	if s.n == 0 {
-		return 0
-	}
-	kv := s.kv[:s.n]
-	KernelVector(k, kv, s.sv[:s.n*s.d], x)
-	return linalg.Dot(kv, s.alpha[:s.n])
-}
-
-func (s *forksStage1) add(x []float64, coef float64) {
-	copy(s.sv[s.n*s.d:(s.n+1)*s.d], x)
-	s.alpha[s.n] = coef
-	s.n++
-	s.gen++
-}
-
-func (s *forksStage1) pop() {
-	s.n--
-	s.alpha[s.n] = 0
-	s.gen++
-}
-
-// marshal writes the stage-1 model: n, then its support vectors and
-// coefficients.
-func (s *forksStage1) marshal(w *StateWriter) {
-	w.Int(s.n)
-	w.Floats(s.sv[:s.n*s.d])
-	w.Floats(s.alpha[:s.n])
-}
-
-// forksStage1Blob is a stage-1 model read by decode, not yet restored.
-type forksStage1Blob struct {
-	n         int
-	sv, alpha []float64
-}
-
-// decode reads what marshal wrote and checks its shapes against this
-// model's budget and dimension; finiteness is checked by the caller
-// (finite), after its own fields, to keep the order of the state checks.
-func (s *forksStage1) decode(r *StateReader) forksStage1Blob {
-	n := r.Int()
-	r.Check(n >= 0 && n <= len(s.alpha), "support vector count")
-	sv := r.Floats(nil)
-	r.Check(len(sv) == n*s.d, "support vector shape")
-	alpha := r.Floats(nil)
-	r.Check(len(alpha) == n, "coefficient count")
-	return forksStage1Blob{n: n, sv: sv, alpha: alpha}
-}
-
-func (b forksStage1Blob) finite() bool { return linalg.AllFinite(b.sv) && linalg.AllFinite(b.alpha) }
-
-// restore makes the model the decoded one (and invalidates memos).
-func (s *forksStage1) restore(b forksStage1Blob) {
-	s.n = b.n
-	copy(s.sv, b.sv)
-	copy(s.alpha, b.alpha)
-	s.gen++
-}
-
-// update is the stage-1 round of Update shared by FORKS and NOGD (Algorithm
-// 1 lines 4-6): given the score f of x, add x with its KOGD coefficient when
-// forksAdmit says so; when that fills the budget, build stage 2 with full,
-// undoing the addition if full fails. algo names the learner in errors.
-func (s *forksStage1) update(algo string, loss Loss, cls bool, eta float64, x []float64, f, y float64, full func() error) error {
-	coef, add := forksAdmit(loss, cls, f, y, eta)
-	if !add {
-		return nil
-	}
-	if math.IsNaN(coef) || math.IsInf(coef, 0) || !linalg.AllFinite(x) {
-		return fmt.Errorf("%s: stage-1 coefficient %v: %w", algo, coef, ErrNumerical)
-	}
-	s.add(x, coef)
-	if s.n == len(s.alpha) {
-		if err := full(); err != nil {
-			s.pop()
-			return err
-		}
-	}
-	return nil
-}
-
-// forksAdmit decides whether stage 1 adds x (see the file comment) and
-// returns its KOGD coefficient -eta l'(f, y).
-func forksAdmit(loss Loss, cls bool, f, y, eta float64) (float64, bool) {
-	dl := loss.Deriv(f, y)
-	if cls {
-		if y*f >= 1 {
-			return 0, false
-		}
-	} else if dl == 0 {
-		return 0, false
-	}
-	return -eta * dl, true
 }

@@ -38,7 +38,7 @@ func forksBenchRounds(b *testing.B, l Learner, xs [][]float64, ys []float64) {
 	b.ReportMetric(float64(len(blob)), "state-bytes") // after ResetTimer, which drops metrics
 }
 
-func forksSketched(l Learner) bool { return l.(*forks).sketched }
+func forksSketched(l Learner) bool { return l.(*FORKS).sketched }
 
 // A regular FORKS round (Predict + Update, no sketch update) at the paper's
 // proportions sp = B, sm = 0.2 sp, k = 0.1 B: O(sm d + sm k + k^2), which is
@@ -81,7 +81,7 @@ func BenchmarkNOGD(b *testing.B) {
 	for _, B := range []int{100, 200, 400} {
 		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
 			spec := Spec{Algorithm: "nogd", Dim: 8, Kernel: KernelSpec{Sigma: 1}, Params: map[string]any{"B": B, "k": B / 10}}
-			l, xs, ys := forksBenchLearner(b, spec, func(l Learner) bool { return l.(*nogd).sketched })
+			l, xs, ys := forksBenchLearner(b, spec, func(l Learner) bool { return l.(*NOGD).sketched })
 			forksBenchRounds(b, l, xs, ys)
 		})
 	}

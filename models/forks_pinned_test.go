@@ -25,7 +25,7 @@ func TestFORKSSecondOrderStepMatchesDenseReference(t *testing.T) {
 	)
 	spec := Spec{Algorithm: "forks", Dim: 2, Loss: "hinge", Kernel: KernelSpec{Type: "gaussian", Sigma: 0.7},
 		Params: map[string]any{"B": B, "k": k, "rho": 1000000, "beta": beta, "alpha": alpha, "C": C}, Seed: 2}
-	l := mustNew(t, spec, "pin").(*forks)
+	l := mustNew(t, spec, "pin").(*FORKS)
 	r := NewRand(17)
 	next := func() ([]float64, float64) {
 		x := []float64{2*r.Float64() - 1, 2*r.Float64() - 1}

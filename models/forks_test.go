@@ -106,7 +106,7 @@ func TestFORKSRoundTripExact(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// checkpoints in stage 1, right around the sketch build, and after update rounds
 			forksCheckRoundTrip(t, forksSpec(tc.loss, tc.params), xs, ys, []int{0, 10, 40, 60, 150, 399})
-			l := mustNew(t, forksSpec(tc.loss, tc.params), "key-1").(*forks)
+			l := mustNew(t, forksSpec(tc.loss, tc.params), "key-1").(*FORKS)
 			for i := range xs[:60] {
 				_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
 			}
@@ -175,12 +175,12 @@ func TestFORKSBlobErrors(t *testing.T) {
 }
 
 func TestFORKSParams(t *testing.T) {
-	good := mustNew(t, forksSpec("", nil), "key-1").(*forks)
-	if good.B != 100 || good.sp != 100 || good.sm != 20 || good.k != 10 || good.rho != 2000 ||
+	good := mustNew(t, forksSpec("", nil), "key-1").(*FORKS)
+	if good.budget != 100 || good.sp != 100 || good.sm != 20 || good.k != 10 || good.rho != 2000 ||
 		good.eta != 0.2 || good.alpha != 0.01 || good.beta != 0.5 || good.bound != 1 || !good.eager {
 		t.Fatalf("defaults: %+v", good)
 	}
-	adv := mustNew(t, forksSpec("", map[string]any{"B": 200, "sp": 150}), "key-1").(*forks)
+	adv := mustNew(t, forksSpec("", map[string]any{"B": 200, "sp": 150}), "key-1").(*FORKS)
 	if adv.sm != 30 || adv.k != 20 {
 		t.Fatalf("derived defaults at B=200, sp=150: sm=%d k=%d, want 30, 20", adv.sm, adv.k)
 	}
@@ -221,7 +221,7 @@ func TestFORKSNumericalGuard(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if sk := l.(*forks).sketched; sk != (tc.name != "stage1") {
+			if sk := l.(*FORKS).sketched; sk != (tc.name != "stage1") {
 				t.Fatalf("sketched = %v at the guarded record", sk)
 			}
 			before := mustMarshal(t, l)
@@ -245,7 +245,7 @@ func TestFORKSNumericalGuard(t *testing.T) {
 func TestFORKSFeatureMapApproximatesKernel(t *testing.T) {
 	xs, ys := forksStream(2000, 4, 5)
 	spec := Spec{Algorithm: "forks", Dim: 4, Kernel: KernelSpec{Sigma: 2}, Params: map[string]any{"B": 100, "sp": 100, "sm": 40, "k": 20}, Seed: 1}
-	l := mustNew(t, spec, "key-1").(*forks)
+	l := mustNew(t, spec, "key-1").(*FORKS)
 	i := 0
 	for ; !l.sketched; i++ {
 		if err := l.Update(xs[i], l.Predict(xs[i]), ys[i]); err != nil {
@@ -262,7 +262,7 @@ func TestFORKSFeatureMapApproximatesKernel(t *testing.T) {
 		for q := range p1 {
 			e += p1[q] * p2[q]
 		}
-		kv := l.kern.Eval(a, b)
+		kv := l.kernel.Eval(a, b)
 		se += (e - kv) * (e - kv)
 		s2 += kv * kv
 	}
@@ -336,14 +336,14 @@ func TestFORKSSketchMatchesRecomputation(t *testing.T) {
 	for _, window := range []int{1000, 0} {
 		spec := Spec{Algorithm: "forks", Dim: d, Kernel: KernelSpec{Sigma: 1.5}, Seed: 2,
 			Params: map[string]any{"B": B, "sp": sp, "sm": sm, "k": k, "rho": 1, "window": window}}
-		l := mustNew(t, spec, "key-1").(*forks)
+		l := mustNew(t, spec, "key-1").(*FORKS)
 		i := 0
 		for ; !l.sketched; i++ {
 			if err := l.Update(xs[i], l.Predict(xs[i]), ys[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
-		kern := l.kern
+		kern := l.kernel
 		var pts [][]float64
 		var codes []int
 		for a := 0; a < B; a++ {

@@ -1,47 +1,3 @@
-// GP-UCB: exact Gaussian-process upper-confidence-bound bandit, the oracle
-// that BKB approximates.
-//
-// Paper: Calandriello, Carratino, Lazaric, Valko, Rosasco, "Gaussian process
-// optimization with adaptive sketching: scalable and no regret" (COLT 2019),
-// sec. 2 eq. (1)-(3) (posterior mean/variance and UCB) and sec. 4.1 eq. (7)-(8)
-// (the frequentist confidence radius of Chowdhury & Gopalan 2017). Spec:
-// docs/bandits.md (S9).
-//
-// Posterior over the t pulled arms x_1..x_t (with repetitions):
-//
-//	mu_t(x)      = k_t(x)' (K_t + lambda I)^{-1} y_t                           (eq. 1)
-//	sigma_t^2(x) = k(x,x) - k_t(x)' (K_t + lambda I)^{-1} k_t(x)               (eq. 2)
-//	u_t(x)       = mu_t(x) + beta_t sqrt(sigma_t^2(x)/lambda)                   (eq. 8 scaling)
-//	beta_t       = sqrt(lambda) F + xi sqrt(2 (log det(K_t/lambda + I) + log(1/delta)))   (eq. 7)
-//
-// Choices made (tags as in the spec):
-//   - [SUGGEST S9] O(A t) per step instead of the paper's O(A t^2): keep the
-//     lower Cholesky factor L of K_t + lambda I, v = L^{-1} y and, for the last
-//     arm set seen, W = L^{-1} K_{t,A} (t x A) with mu(A) = W'v and
-//     sigma^2(A) = diag(K_AA) - colsum(W.^2). Pulling arm j appends one row:
-//     l = W[:, j], l_nn = sqrt(k(x_j,x_j) + lambda - l'l),
-//     w = (k(x_j, A) - l'W)/l_nn, v_new = (y - l'v)/l_nn, mu += w v_new,
-//     sigma^2 -= w.^2, log det += log(l_nn^2/lambda).
-//   - The W cache is derived, not stored: the state holds X, y, L, v and
-//     log det; a restored learner (or a new arm set) rebuilds W by replaying
-//     the rows with the same code (appendCacheRow), and the direct forward
-//     substitution of an arm outside the cache uses the same summation order,
-//     so cached and rebuilt values are bit-identical and a restored learner
-//     makes exactly the choices the original would have made.
-//   - [RECON] Std in Decision/Prediction is the posterior standard deviation of
-//     f(x) in reward units, sqrt(sigma_t^2(x)); the UCB is mu + beta_t
-//     sqrt(sigma_t^2/lambda) (eq. 8), i.e. mu + (beta_t/sqrt(lambda)) Std. A
-//     constant `beta` param replaces the whole multiplier of Std:
-//     UCB = mu + beta Std (the common GP-UCB reading).
-//   - [SUGGEST] Exact ties of the UCB (all arms at t = 0 for a stationary
-//     kernel) are broken uniformly at random with the learner's PRNG, which
-//     reproduces the paper's "pick x_1 uniformly at random".
-//   - Hard cap: exact GP-UCB keeps L (t^2/2 floats) and W (A t floats), so
-//     `max_rounds` (default 4096, at most 16384) bounds t; past it Observe
-//     returns ErrRoundCap and the learner keeps its state (it still chooses).
-//     The state blob holds L: about 4 t^2 bytes (64 MiB at t = 4096); GP-UCB
-//     is an offline oracle, use bkb in the service.
-
 package models
 
 import (
@@ -59,17 +15,6 @@ var ErrRoundCap = errors.New("round cap reached")
 
 const gpucbStateVersion = 1
 
-// Defaults shared by gp-ucb and bkb (docs/bandits.md).
-const (
-	banditDefaultXi    = 0.5 // rewards in [0,1] (clicks) are 1/2-sub-Gaussian (docs/bandits.md)
-	banditDefaultDelta = 0.1
-	banditDefaultF     = 1
-	// banditDefaultLambda is the ridge: 1 (measured, docs/bandits.md) rather
-	// than the GP reading lambda = xi^2, which a spec can still set.
-	banditDefaultLambda = 1
-	banditDefaultBeta   = 0.5 // constant radius: UCB = mean + beta Std (docs/bandits.md: measured)
-)
-
 func init() {
 	Register(Algorithm{
 		Name:    "gp-ucb",
@@ -79,37 +24,64 @@ func init() {
 	})
 }
 
-// banditParams are the confidence-radius hyper-parameters both bandits read.
-type banditParams struct {
-	lambda, xi, delta, F float64
-	beta                 float64 // constant multiplier of Std unless theory
-	theory               bool    // radius "theory": the paper's beta_t
-}
-
-// readBanditParams reads the radius parameters. The default radius is the
-// constant one (UCB = mean + beta Std): the theoretical radii are
-// conservative by design and keep exploring for thousands of rounds
-// (docs/bandits.md measures both); `"radius": "theory"` selects them.
-func readBanditParams(p *Params) banditParams {
-	var b banditParams
-	b.xi = p.Float("xi", banditDefaultXi, 1e-6, 1e6)
-	b.lambda = p.Float("lambda", banditDefaultLambda, 1e-12, 1e12)
-	b.delta = p.Float("delta", banditDefaultDelta, 1e-12, 1)
-	if b.delta <= 0 || b.delta >= 1 {
-		p.Fail("delta = %v must be in (0, 1)", b.delta)
-	}
-	b.F = p.Float("F", banditDefaultF, 0, 1e12)
-	b.theory = p.String("radius", "constant", "constant", "theory") == "theory"
-	if b.theory && p.Has("beta") {
-		p.Fail("beta is the constant radius: it cannot be combined with radius \"theory\"")
-	}
-	b.beta = p.Float("beta", banditDefaultBeta, 0, 1e12)
-	return b
-}
-
-// gpUCB is the exact GP-UCB learner (algorithm "gp-ucb").
-type gpUCB struct {
-	kern      Kernel
+// GPUCB is the exact Gaussian-process upper-confidence-bound bandit
+// (algorithm "gp-ucb"), the oracle that BKB approximates, as D. Calandriello,
+// L. Carratino, A. Lazaric, M. Valko and L. Rosasco, "Gaussian process
+// optimization with adaptive sketching: scalable and no regret", COLT 2019
+// state it [Calandriello et al. 2019, Sec. 2, eq. 1-3 (posterior mean,
+// variance and UCB); Sec. 4.1, eq. 7-8 (the frequentist confidence radius of
+// [Chowdhury & Gopalan 2017])]. Notes and measurements: docs/bandits.md.
+//
+// Posterior over the t pulled arms x_1..x_t (with repetitions):
+//
+//	mu_t(x)      = k_t(x)' (K_t + lambda I)^{-1} y_t                           (eq. 1)
+//	sigma_t^2(x) = k(x,x) - k_t(x)' (K_t + lambda I)^{-1} k_t(x)               (eq. 2)
+//	u_t(x)       = mu_t(x) + beta_t sqrt(sigma_t^2(x)/lambda)                   (eq. 8 scaling)
+//	beta_t       = sqrt(lambda) F + xi sqrt(2 (log det(K_t/lambda + I) + log(1/delta)))   (eq. 7)
+//
+// Choices:
+//   - [SUGGEST] O(A t) per step instead of the paper's O(A t^2): keep the
+//     lower Cholesky factor L of K_t + lambda I, v = L^{-1} y and, for the
+//     last arm set seen, W = L^{-1} K_{t,A} (t x A) with mu(A) = W'v and
+//     sigma^2(A) = diag(K_AA) - colsum(W.^2). Pulling arm j appends one row:
+//     l = W[:, j], l_nn = sqrt(k(x_j,x_j) + lambda - l'l),
+//     w = (k(x_j, A) - l'W)/l_nn, v_new = (y - l'v)/l_nn, mu += w v_new,
+//     sigma^2 -= w.^2, log det += log(l_nn^2/lambda).
+//   - The W cache is derived, not stored: the state holds X, y, L, v and
+//     log det; a restored learner (or a new arm set) rebuilds W by replaying
+//     the rows with the same code (appendCacheRow), and the direct forward
+//     substitution of an arm outside the cache uses the same summation order,
+//     so cached and rebuilt values are bit-identical and a restored learner
+//     makes exactly the choices the original would have made.
+//   - [RECON] Std in Decision and Prediction is the posterior standard
+//     deviation of f(x) in reward units, sqrt(sigma_t^2(x)); the UCB is
+//     mu + beta_t sqrt(sigma_t^2/lambda) (eq. 8), i.e.
+//     mu + (beta_t/sqrt(lambda)) Std. A constant beta param replaces the
+//     whole multiplier of Std: UCB = mu + beta Std (the common GP-UCB
+//     reading).
+//   - [SUGGEST] Exact ties of the UCB (all arms at t = 0 for a stationary
+//     kernel) are broken uniformly at random with the learner's PRNG, which
+//     reproduces the paper's "pick x_1 uniformly at random".
+//   - Hard cap: exact GP-UCB keeps L (t^2/2 floats) and W (A t floats), so
+//     max_rounds bounds t; past it Observe returns ErrRoundCap and the
+//     learner keeps its state (it still chooses).
+//
+// Cost: Choose O(A) on the cached arm set (O(A t (t + d)) to rebuild the
+// cache for a new one); Observe O(A t) for a cached arm, O(t^2 + A t)
+// otherwise; Predict O(t^2). The state holds L: about 4 t^2 bytes (64 MiB at
+// t = 4096). GP-UCB is an offline oracle; the service uses BKB.
+//
+// Parameters and their defaults:
+//   - lambda: the ridge (1), in [1e-12, 1e12]; xi, the noise's sub-Gaussian
+//     constant (0.5); delta (0.1); F, the bound on ||f||_H (1).
+//   - radius: "constant" (UCB = mean + beta Std) or "theory" (beta_t above)
+//     ("constant"); beta: the constant radius (0.5).
+//   - max_rounds: the cap on observations (4096), in [1, 16384].
+//   - kernel.sigma (1).
+//
+// Loss: square (the reward's).
+type GPUCB struct {
+	kernel    Kernel
 	dim       int
 	bp        banditParams
 	maxRounds int
@@ -138,7 +110,7 @@ type gpUCB struct {
 }
 
 func newGPUCB(s *Setup) (Learner, error) {
-	g := &gpUCB{kern: s.Kernel, dim: s.Dim, last: -1}
+	g := &GPUCB{kernel: s.Kernel, dim: s.Dim, last: -1}
 	g.bp = readBanditParams(s.Params)
 	g.maxRounds = s.Params.Int("max_rounds", 4096, 1, 16384)
 	g.rng.Seed(s.Seed)
@@ -146,10 +118,10 @@ func newGPUCB(s *Setup) (Learner, error) {
 }
 
 // Size is the number of observations t.
-func (g *gpUCB) Size() int { return g.t }
+func (g *GPUCB) Size() int { return g.t }
 
-// multiplier is the factor of Std in the UCB (see the file comment).
-func (g *gpUCB) multiplier() float64 {
+// multiplier is the factor of Std in the UCB (see the GPUCB type).
+func (g *GPUCB) multiplier() float64 {
 	if !g.bp.theory {
 		return g.bp.beta
 	}
@@ -158,7 +130,7 @@ func (g *gpUCB) multiplier() float64 {
 }
 
 // sameArms reports whether arms equals the cached arm set.
-func (g *gpUCB) sameArms(arms [][]float64) bool {
+func (g *GPUCB) sameArms(arms [][]float64) bool {
 	if !g.valid || len(arms) != g.nArms {
 		return false
 	}
@@ -175,7 +147,7 @@ func (g *gpUCB) sameArms(arms [][]float64) bool {
 }
 
 // rebuildCache makes the cache describe arms by replaying every row of L.
-func (g *gpUCB) rebuildCache(arms [][]float64) {
+func (g *GPUCB) rebuildCache(arms [][]float64) {
 	a, d := len(arms), g.dim
 	g.arms = growFloats(g.arms, a*d)
 	for j, x := range arms {
@@ -190,7 +162,7 @@ func (g *gpUCB) rebuildCache(arms [][]float64) {
 	g.kdiag = growFloats(g.kdiag, a)
 	for j := 0; j < a; j++ {
 		g.mu[j] = 0
-		g.kdiag[j] = g.kern.Diag(g.arms[j*d : (j+1)*d])
+		g.kdiag[j] = g.kernel.Diag(g.arms[j*d : (j+1)*d])
 		g.sig2[j] = g.kdiag[j]
 	}
 	g.w = growFloats(g.w, g.t*a)
@@ -204,11 +176,11 @@ func (g *gpUCB) rebuildCache(arms [][]float64) {
 // appendCacheRow computes row i of W from row i of L and folds it into mu and
 // sigma^2. W must already have room for row i. The accumulation order here
 // must match forwardSubst (bit-identical cache and direct paths).
-func (g *gpUCB) appendCacheRow(i int) {
+func (g *GPUCB) appendCacheRow(i int) {
 	a, d := g.nArms, g.dim
 	row := g.l.Row(i)
 	wi := g.w[i*a : (i+1)*a : (i+1)*a]
-	KernelVector(g.kern, wi, g.arms[:a*d], g.x[i*d:(i+1)*d])
+	KernelVector(g.kernel, wi, g.arms[:a*d], g.x[i*d:(i+1)*d])
 	for k := 0; k < i; k++ {
 		lk := row[k]
 		wk := g.w[k*a : (k+1)*a : (k+1)*a]
@@ -227,9 +199,9 @@ func (g *gpUCB) appendCacheRow(i int) {
 }
 
 // forwardSubst sets dst = L^{-1} k_t(x) (len t) in the same order as appendCacheRow.
-func (g *gpUCB) forwardSubst(dst, x []float64) {
+func (g *GPUCB) forwardSubst(dst, x []float64) {
 	t, d := g.t, g.dim
-	KernelVector(g.kern, dst[:t], g.x[:t*d], x)
+	KernelVector(g.kernel, dst[:t], g.x[:t*d], x)
 	for i := 0; i < t; i++ {
 		row := g.l.Row(i)
 		acc := dst[i]
@@ -241,7 +213,7 @@ func (g *gpUCB) forwardSubst(dst, x []float64) {
 }
 
 // Choose returns the arm with the largest UCB (ties broken at random).
-func (g *gpUCB) Choose(arms [][]float64) Decision {
+func (g *GPUCB) Choose(arms [][]float64) Decision {
 	if len(arms) == 0 {
 		panic("gp-ucb: Choose with no arms")
 	}
@@ -269,7 +241,7 @@ func (g *gpUCB) Choose(arms [][]float64) Decision {
 }
 
 // cachedArm returns the index of x in the cached arm set, or -1.
-func (g *gpUCB) cachedArm(x []float64) int {
+func (g *GPUCB) cachedArm(x []float64) int {
 	if !g.valid {
 		return -1
 	}
@@ -288,7 +260,7 @@ func (g *gpUCB) cachedArm(x []float64) int {
 
 // Observe adds the reward of pulling x. O(A t) when x is in the cached arm
 // set, O(t^2 + A t) otherwise.
-func (g *gpUCB) Observe(x []float64, reward float64) error {
+func (g *GPUCB) Observe(x []float64, reward float64) error {
 	if len(x) != g.dim { // input.go: an error, never a panic
 		return fmt.Errorf("gp-ucb: len(x) = %d, want dim = %d: %w", len(x), g.dim, ErrDim)
 	}
@@ -308,7 +280,7 @@ func (g *gpUCB) Observe(x []float64, reward float64) error {
 	} else {
 		g.forwardSubst(l, x)
 	}
-	nn2 := g.kern.Diag(x) + g.bp.lambda
+	nn2 := g.kernel.Diag(x) + g.bp.lambda
 	lv := reward
 	for i := 0; i < t; i++ {
 		nn2 -= l[i] * l[i]
@@ -337,14 +309,14 @@ func (g *gpUCB) Observe(x []float64, reward float64) error {
 }
 
 // Predict returns the posterior mean and standard deviation of f(x). O(t^2).
-func (g *gpUCB) Predict(x []float64) Prediction {
+func (g *GPUCB) Predict(x []float64) Prediction {
 	if err := checkInput(x, g.dim); err != nil { // input.go: flagged, never a panic
 		return invalidPrediction(err)
 	}
 	g.lrow = growFloats(g.lrow, g.t+1)
 	l := g.lrow[:g.t]
 	g.forwardSubst(l, x)
-	mean, s2 := 0.0, g.kern.Diag(x)
+	mean, s2 := 0.0, g.kernel.Diag(x)
 	for i := range l {
 		mean += l[i] * g.v[i]
 		s2 -= l[i] * l[i]
@@ -353,12 +325,12 @@ func (g *gpUCB) Predict(x []float64) Prediction {
 }
 
 // Update is Observe (the Learner view of a bandit: y is the reward of x).
-func (g *gpUCB) Update(x []float64, _ Prediction, y float64) error { return g.Observe(x, y) }
+func (g *GPUCB) Update(x []float64, _ Prediction, y float64) error { return g.Observe(x, y) }
 
 // MarshalBinary writes t, X, y, L, v, log det and the PRNG.
-func (g *gpUCB) MarshalBinary() ([]byte, error) { return g.AppendBinary(nil) }
+func (g *GPUCB) MarshalBinary() ([]byte, error) { return g.AppendBinary(nil) }
 
-func (g *gpUCB) AppendBinary(dst []byte) ([]byte, error) {
+func (g *GPUCB) AppendBinary(dst []byte) ([]byte, error) {
 	n := g.t
 	w := NewStateWriter(slices.Grow(dst, 64+8*(n*g.dim+2*n+n*(n+1)/2)), "gp-ucb", gpucbStateVersion)
 	w.Int(g.dim)
@@ -373,7 +345,7 @@ func (g *gpUCB) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 // UnmarshalBinary restores a state written by MarshalBinary for the same spec.
-func (g *gpUCB) UnmarshalBinary(blob []byte) error {
+func (g *GPUCB) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "gp-ucb", gpucbStateVersion)
 	if err != nil {
 		return err
@@ -407,14 +379,4 @@ func (g *gpUCB) UnmarshalBinary(blob []byte) error {
 	g.l = linalg.Tri{N: n, Data: ld}
 	g.valid, g.last, g.nArms = false, -1, 0
 	return nil
-}
-
-// growFloats returns s resized to n, reusing its storage when it can.
-func growFloats(s []float64, n int) []float64 {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	out := make([]float64, n, max(n, 2*cap(s)))
-	copy(out, s)
-	return out
 }

@@ -96,7 +96,7 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 	r := NewRand(3)
 	arms := testArms(r, 25, 3)
 	spec := gaussianSpec("gp-ucb", 3, 0.8, map[string]any{"xi": 0.2, "lambda": 0.04, "beta": 1.5})
-	g := newBandit(t, spec, "k").(*gpUCB)
+	g := newBandit(t, spec, "k").(*GPUCB)
 	var xs [][]float64
 	var ys []float64
 	for step := 0; step < 60; step++ {
@@ -113,7 +113,7 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 		xs, ys = append(xs, x), append(ys, y)
 	}
 	g.Choose(arms) // make sure the cache describes arms
-	mu, s2 := directGP(g.kern, xs, ys, 0.04, arms)
+	mu, s2 := directGP(g.kernel, xs, ys, 0.04, arms)
 	for j := range arms {
 		if math.Abs(g.mu[j]-mu[j]) > 1e-9 || math.Abs(g.sig2[j]-s2[j]) > 1e-9 {
 			t.Fatalf("arm %d: cached (%g, %g), direct (%g, %g)", j, g.mu[j], g.sig2[j], mu[j], s2[j])
@@ -128,7 +128,7 @@ func TestGPUCBIncrementalPosteriorMatchesDirect(t *testing.T) {
 	a := mat.NewSymDense(n, nil)
 	for i := 0; i < n; i++ {
 		for j := 0; j <= i; j++ {
-			v := g.kern.Eval(xs[i], xs[j]) / 0.04
+			v := g.kernel.Eval(xs[i], xs[j]) / 0.04
 			if i == j {
 				v++
 			}
@@ -164,7 +164,7 @@ func TestBanditRoundTripExact(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if bk, ok := orig.(*bkb); ok && bk.armOK && bk.t%bkbDefaultRefresh != 0 {
+				if bk, ok := orig.(*BKB); ok && bk.armOK && bk.t%bkbDefaultRefresh != 0 {
 					midEpoch++
 				}
 				restored := newBandit(t, spec, "user-1")

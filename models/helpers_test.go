@@ -3,6 +3,7 @@ package models
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 )
@@ -76,4 +77,22 @@ func maxAbsDiff(a, b []float64) float64 {
 		worst = math.Max(worst, math.Abs(a[i]-b[i]))
 	}
 	return worst
+}
+
+// oksOf returns the kernel-selection learner inside l, one of the five
+// kernel selectors (OKS, OKSPlus, IOKS, RFOKSPlus, RFIOKS).
+func oksOf(l Learner) *oksLearner {
+	switch v := l.(type) {
+	case *OKS:
+		return &v.oksLearner
+	case *OKSPlus:
+		return &v.oksLearner
+	case *IOKS:
+		return &v.oksLearner
+	case *RFOKSPlus:
+		return &v.oksLearner
+	case *RFIOKS:
+		return &v.oksLearner
+	}
+	panic(fmt.Sprintf("%T is not a kernel selector", l))
 }

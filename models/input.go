@@ -2,10 +2,10 @@ package models
 
 import "fmt"
 
-// The numerical contract every learner keeps (issue 12): an instance of the
-// wrong length, or one with a NaN/Inf feature, or one whose squared norm
-// overflows (so that every kernel argument ||x-v||^2, x.v stays finite), is
-// an error, never a panic and never a NaN output. Predict cannot return an
+// The numerical contract every learner keeps: an instance of the wrong
+// length, or one with a NaN/Inf feature, or one whose squared norm overflows
+// (so that every kernel argument ||x-v||^2, x.v stays finite), is an error,
+// never a panic and never a NaN output. Predict cannot return an
 // error through the Learner interface, so it flags the prediction (Err) and
 // returns Value 0; PredictChecked is the entry point that turns the flag into
 // an error for library callers. Both paths use sentinel errors so that the

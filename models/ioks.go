@@ -1,49 +1,5 @@
 package models
 
-// IOKS: improved online kernel selection for Lipschitz losses.
-//
-//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
-//	Bandit Feedback", ECML-PKDD 2022, Sec. 4, Algorithm 2, eq. (4)-(6),
-//	Theorem 4.1, App. B, App. C (docs/kernel-selection.md).
-//
-// Online mirror descent over the simplex with the modified alpha-Tsallis
-// regularizer psi_t(p) = sum_i (-alpha/eta_{t,i}) p_i^{1/alpha} (alpha = 8),
-// increasing per-arm learning rates (Corral), clipped importance weights, and
-// per-arm adaptive step sizes. Round t, after the label:
-//
-//	G2[I_t]  += (l'_t / p_{t,I_t})^2 k(x_t,x_t)
-//	lambda    = U / (sqrt(2) sqrt(1 + G2[I_t]))                          eq. (6)
-//	f_{t+1,I_t} = Proj_{||f|| <= U}(f - lambda l'_t k(x_t,.) / p_{t,I_t})  eq. (2)
-//	c = l_t / lmax; m = max_i eta_{t,i}
-//	ctilde = c / p_{t,I_t} if p_{t,I_t} >= m, else c / (p_{t,I_t} + m)    eq. (4)
-//	q_{t+1,i} = (q_{t,i}^{1/alpha-1} + eta_{t,i}(ctilde_i - mu*))^{alpha/(1-alpha)}, sum_i q_{t+1,i} = 1   eq. (5)
-//	p_{t+1} = (1 - delta) q_{t+1} + delta/K
-//	if 1/p_{t+1,i} > rho_i: rho_i = 2/p_{t+1,i}, eta_i = upsilon eta_i
-//
-// Constants: delta = T^{-3/4}, upsilon = exp(2/(3 ln T)) [PAPER Alg. 2];
-// eta_1 = 8 lmax K^{3/8} / (U G1 sqrt(T ln T)) [PAPER Sec. 6, the experiments'
-// constant, not Thm 4.1's 3/2]; lmax = 1 [PAPER Sec. 6, CODE].
-//
-// Choices from the spec:
-//   - [RECON] rho_{1,i} = 2K (not given in the paper; Corral and [CODE]).
-//   - [CODE] G1 by loss: square 2(U+1), absolute 1, logistic 1, hinge 1.
-//   - [CODE] c is divided by lmax = 1 even for losses that exceed 1 (the
-//     logistic loss with U = 15, the square loss); this is what produced the
-//     tables. The multiplier search handles a non-positive base (below).
-//   - [SUGGEST] mu* by a safeguarded Newton iteration on the bracket
-//     [0, ctilde] (h is increasing and convex in mu, so Newton from the upper
-//     end converges monotonically; a step that leaves the bracket or meets a
-//     non-positive base bisects instead) to |h - 1| <= 1e-13, at most 100
-//     steps, then q is renormalised to sum exactly 1 (docs/kernel-selection.md).
-//     [CODE] stops at |h - 1| <= 1e-5 and does not renormalise; the
-//     difference is below the tables' precision.
-//   - [SUGGEST] q is floored at 1e-300 before q^{1/alpha - 1}.
-//   - [RECON] clipping uses eq. (4)'s "p >= max eta" (App. B and Alg. 4 and
-//     [CODE] write ">"; immaterial, docs/kernel-selection.md).
-//
-// Params: sigmas, U, T, G1, lmax, alpha, eta, delta, upsilon, max_budget;
-// rf-ioks (rf_oks.go) adds D and clip and has no max_budget.
-
 import "math"
 
 func init() {
@@ -53,12 +9,72 @@ func init() {
 		Summary: "IOKS (Li & Liao 2022 Alg. 2): Tsallis-OMD kernel selection under bandit feedback for Lipschitz losses, kernel expansion capped at max_budget per width",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newIOKSRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
-			return newOKSLearner("ioks", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), NewRand(s.Seed)), nil
+			l := new(IOKS)
+			l.initKernelForm("ioks", s, sigmas, newIOKSRule(s, len(sigmas)))
+			return l, nil
 		},
 	})
 }
+
+// IOKS is improved online kernel selection under bandit feedback for
+// Lipschitz losses (algorithm "ioks"), from J. Li and S. Liao, "Improved
+// Regret Bounds for Online Kernel Selection under Bandit Feedback",
+// ECML-PKDD 2022 [Li & Liao 2022, Sec. 4, Alg. 2, eq. 4-6, Thm. 4.1, App. B,
+// App. C]. It is one of the five kernel selectors of oksLearner
+// (oks_learner.go). Notes and measurements: docs/kernel-selection.md.
+//
+// Online mirror descent over the simplex with the modified alpha-Tsallis
+// regularizer psi_t(p) = sum_i (-alpha/eta_{t,i}) p_i^{1/alpha} (alpha = 8),
+// increasing per-arm learning rates (Corral), clipped importance weights, and
+// per-arm adaptive step sizes. Round t, after the label:
+//
+//	G2[I_t]  += (l'_t / p_{t,I_t})^2 k(x_t,x_t)
+//	lambda    = U / (sqrt(2) sqrt(1 + G2[I_t]))                          eq. 6
+//	f_{t+1,I_t} = Proj_{||f|| <= U}(f - lambda l'_t k(x_t,.) / p_{t,I_t})  eq. 2
+//	c = l_t / lmax; m = max_i eta_{t,i}
+//	ctilde = c / p_{t,I_t} if p_{t,I_t} >= m, else c / (p_{t,I_t} + m)    eq. 4
+//	q_{t+1,i} = (q_{t,i}^{1/alpha-1} + eta_{t,i}(ctilde_i - mu*))^{alpha/(1-alpha)}, sum_i q_{t+1,i} = 1   eq. 5
+//	p_{t+1} = (1 - delta) q_{t+1} + delta/K
+//	if 1/p_{t+1,i} > rho_i: rho_i = 2/p_{t+1,i}, eta_i = upsilon eta_i
+//
+// The constants: delta = T^{-3/4}, upsilon = exp(2/(3 ln T)) [PAPER Alg. 2];
+// eta_1 = 8 lmax K^{3/8} / (U G1 sqrt(T ln T)) [PAPER Sec. 6, the experiments'
+// constant, not Thm. 4.1's 3/2]; lmax = 1 [PAPER Sec. 6] [CODE].
+//
+// Choices:
+//   - [RECON] rho_{1,i} = 2K (not given in the paper; Corral and [CODE]).
+//   - [CODE] G1 by loss: square 2(U+1), absolute 1, logistic 1, hinge 1.
+//   - [CODE] c is divided by lmax = 1 even for losses that exceed 1 (the
+//     logistic loss with U = 15, the square loss); this is what produced the
+//     tables. The multiplier search handles a non-positive base (below).
+//   - [SUGGEST] mu* by a safeguarded Newton iteration on the bracket
+//     [0, ctilde] (h is increasing and convex in mu, so Newton from the upper
+//     end converges monotonically; a step that leaves the bracket or meets a
+//     non-positive base bisects instead) to |h - 1| <= 1e-13, at most 100
+//     steps, then q is renormalised to sum exactly 1. [CODE] stops at
+//     |h - 1| <= 1e-5 and does not renormalise; the difference is below the
+//     tables' precision.
+//   - [SUGGEST] q is floored at 1e-300 before q^{1/alpha - 1}.
+//   - [RECON] Clipping uses eq. 4's "p >= max eta" (App. B, Alg. 4 and
+//     [CODE] write ">"; immaterial, docs/kernel-selection.md).
+//
+// Cost: O(B d + K) per record, B the support vectors of the sampled arm (at
+// most max_budget), plus the few Newton steps of mu* (O(K) each); memory
+// O(K B d).
+//
+// Parameters and their defaults:
+//   - sigmas: the candidate Gaussian widths, at most 64 (2^-2..2^3; stream
+//     sqrt(d) {1, 2, 4, 8}).
+//   - U: the ball's radius (15 for the logistic loss; otherwise 1, stream 10).
+//   - T: the horizon of eta, delta and upsilon (10000), at least 2.
+//   - G1: the Lipschitz constant (2(U+1) for the square loss, else 1).
+//   - lmax: the loss bound in c = l/lmax (1).
+//   - alpha: the Tsallis exponent (8), above 1.
+//   - eta, delta, upsilon: as above.
+//   - max_budget: support vectors per width (4096; stream 256), in [1, 2^24].
+//
+// Losses: absolute (default), square, logistic, hinge.
+type IOKS struct{ oksLearner }
 
 // ioksDefaultG1 is the Lipschitz constant of Assumption 3 the authors' code uses.
 func ioksDefaultG1(loss Loss, u float64) float64 {

@@ -9,28 +9,6 @@ import (
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
 
-// kawv: exact Kernel-AWV, the oracle of the PKAWV family.
-//
-// Paper: Jézéquel, Gaillard & Rudi, NeurIPS 2019 [P002], sec. 2 eq. 3 (the
-// kernelised Vovk-Azoury-Warmuth forecaster), Prop. 1-2. Notes: docs/pkawv.md.
-//
-//	f_t = argmin_f sum_{s<t} (y_s - f(x_s))^2 + lambda ||f||^2 + f(x_t)^2,  y_hat_t = f_t(x_t)
-//
-// [DERIVED] with L the lower Cholesky factor of K_{t-1} + lambda I over the
-// stored inputs, l = L^{-1} k_{t-1}(x_t) and z = L^{-1} Y_{t-1}:
-//
-//	ridge (KRR, what P002 ran on real data): y_hat = l'z
-//	awv:  y_hat = l'z / (1 + h),  h = (k(x_t,x_t) - l'l) / lambda
-//
-// and the update appends the row (l', sqrt(k(x_t,x_t) + lambda - l'l)) to L
-// and (y_t - l'z)/L_tt to z [SUGGEST]. O(t d + t^2) per record, O(t^2)
-// memory: the cost the PKAWV variants avoid.
-//
-// Params: lambda (default 1; [1e-8, 1e8]); mode (awv | ridge, default awv;
-// an addition so that both PKAWV modes have an oracle); max_rounds (default
-// 10000, at most 50000): the hard cap on the stream length. At the default
-// the factor takes 400 MB; Update beyond the cap returns ErrKAWVHorizon and
-// changes nothing, Predict keeps predicting from the frozen state.
 func init() {
 	Register(Algorithm{
 		Name:    "kawv",
@@ -47,12 +25,44 @@ func init() {
 var ErrKAWVHorizon = errors.New("kawv: max_rounds reached (exact Kernel-AWV memory is O(t^2))")
 
 const (
-	kawvVersion      = 1
+	kawvStateVersion = 1
 	kawvMaxRounds    = 50000
 	kawvDefaultRound = 10000
 )
 
-type kawv struct {
+// KAWV is the exact kernelised Vovk-Azoury-Warmuth forecaster, Kernel-AWV
+// (algorithm "kawv"), the oracle of the PKAWV learners, from R. Jézéquel,
+// P. Gaillard and A. Rudi, "Efficient online learning with kernels for
+// adversarial large scale problems", NeurIPS 2019 [Jézéquel et al. 2019,
+// Sec. 2, eq. 3, Prop. 1-2]. Notes and measurements: docs/pkawv.md.
+//
+//	f_t = argmin_f sum_{s<t} (y_s - f(x_s))^2 + lambda ||f||^2 + f(x_t)^2,  y_hat_t = f_t(x_t)
+//
+// [DERIVED] With L the lower Cholesky factor of K_{t-1} + lambda I over the
+// stored inputs, l = L^{-1} k_{t-1}(x_t) and z = L^{-1} Y_{t-1}:
+//
+//	ridge (kernel ridge regression, what the paper ran on its real data): y_hat = l'z
+//	awv:  y_hat = l'z / (1 + h),  h = (k(x_t,x_t) - l'l) / lambda
+//
+// and the update appends the row (l', sqrt(k(x_t,x_t) + lambda - l'l)) to L
+// and (y_t - l'z)/L_tt to z [SUGGEST]. Update reuses the work of the Predict
+// of the same x (bitMemo).
+//
+// Cost: O(t d + t^2) time per record and O(t^2 + t d) memory, the cost the
+// PKAWV learners avoid.
+//
+// Parameters and their defaults:
+//   - lambda: the regulariser (1, the paper's experiments), in [1e-8, 1e8].
+//   - mode: "awv" or "ridge" ("awv"); ridge is an addition, so that both
+//     PKAWV modes have an oracle.
+//   - max_rounds: the hard cap on stored instances (10000), in [1, 50000].
+//     At the default the factor takes 400 MB; Update beyond the cap returns
+//     ErrKAWVHorizon and changes nothing, Predict keeps predicting from the
+//     frozen state.
+//   - kernel.sigma (1; stream 2 sqrt(d)).
+//
+// Loss: square.
+type KAWV struct {
 	kernel    Kernel
 	dim       int
 	lambda    float64
@@ -66,7 +76,7 @@ type kawv struct {
 
 	// scratch
 	kvec, lvec []float64
-	memo       kawvMemo
+	memo       bitMemo
 	memoDiag   float64
 	memoLL     float64
 	memoKRR    float64
@@ -76,16 +86,16 @@ func newKAWV(s *Setup) (Learner, error) {
 	lambda := s.Params.Float("lambda", 1, 1e-8, 1e8)
 	mode := s.Params.String("mode", "awv", "awv", "ridge")
 	maxRounds := s.Params.Int("max_rounds", kawvDefaultRound, 1, kawvMaxRounds)
-	l := &kawv{kernel: s.Kernel, dim: s.Dim, lambda: lambda, ridge: mode == "ridge", maxRounds: maxRounds}
-	l.memo.init(s.Dim)
+	l := &KAWV{kernel: s.Kernel, dim: s.Dim, lambda: lambda, ridge: mode == "ridge", maxRounds: maxRounds}
+	l.memo = newBitMemo(s.Dim)
 	return l, nil
 }
 
-func (l *kawv) n() int { return len(l.z) }
+func (l *KAWV) n() int { return len(l.z) }
 
-func (l *kawv) prepare(x []float64) {
+func (l *KAWV) prepare(x []float64) {
 	t := l.n()
-	if l.memo.valid(x, t) {
+	if l.memo.hit(x, uint64(t)) {
 		return
 	}
 	if cap(l.kvec) < t+1 {
@@ -98,19 +108,19 @@ func (l *kawv) prepare(x []float64) {
 	l.memoDiag = l.kernel.Diag(x)
 	l.memoLL = linalg.Dot(l.lvec, l.lvec)
 	l.memoKRR = linalg.Dot(l.lvec, l.z)
-	l.memo.set(x, t)
+	l.memo.store(x, uint64(t))
 }
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *kawv) Predict(x []float64) Prediction {
+func (l *KAWV) Predict(x []float64) Prediction {
 	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *kawv) predict(x []float64) Prediction {
+func (l *KAWV) predict(x []float64) Prediction {
 	l.prepare(x)
 	y := l.memoKRR
 	if !l.ridge {
@@ -119,7 +129,7 @@ func (l *kawv) predict(x []float64) Prediction {
 	return Prediction{Value: y, Choice: -1, Prob: 1}
 }
 
-func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
+func (l *KAWV) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("kawv", x, l.dim, y); err != nil {
 		return err
 	}
@@ -128,7 +138,7 @@ func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
 	}
 	l.prepare(x)
 	piv := l.memoDiag + l.lambda - l.memoLL
-	if !(piv > 0) || math.IsInf(piv, 0) || isBad(y) {
+	if !(piv > 0) || math.IsInf(piv, 0) {
 		return fmt.Errorf("kawv: update %d: %w", l.n()+1, ErrNumerical)
 	}
 	ltt := math.Sqrt(piv)
@@ -139,17 +149,17 @@ func (l *kawv) Update(x []float64, _ Prediction, y float64) error {
 	l.l.Append(l.lvec, ltt)
 	l.z = append(l.z, znew)
 	l.x = append(l.x, x...)
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
 
 // Size is the number of stored instances.
-func (l *kawv) Size() int { return l.n() }
+func (l *KAWV) Size() int { return l.n() }
 
-func (l *kawv) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+func (l *KAWV) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
-func (l *kawv) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvVersion)
+func (l *KAWV) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.x)+len(l.z)+len(l.l.Data))), "kawv", kawvStateVersion)
 	w.Int(l.dim)
 	w.Floats(l.x)
 	w.Floats(l.z)
@@ -157,8 +167,8 @@ func (l *kawv) AppendBinary(dst []byte) ([]byte, error) {
 	return w.Finish(), nil
 }
 
-func (l *kawv) UnmarshalBinary(blob []byte) error {
-	r, _, err := NewStateReader(blob, "kawv", kawvVersion)
+func (l *KAWV) UnmarshalBinary(blob []byte) error {
+	r, _, err := NewStateReader(blob, "kawv", kawvStateVersion)
 	if err != nil {
 		return err
 	}
@@ -178,32 +188,6 @@ func (l *kawv) UnmarshalBinary(blob []byte) error {
 		return fmt.Errorf("%w: kawv: non-finite numbers in state", ErrState)
 	}
 	l.x, l.z, l.l = x, z, linalg.Tri{N: t, Data: tri}
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
-
-// kawvMemo remembers which input the scratch of the last Predict belongs to,
-// so that Update can reuse it. It is valid only for the same x (bit for bit)
-// and the same update count; it is never part of the state.
-type kawvMemo struct {
-	x   []float64
-	gen int
-	ok  bool
-}
-
-func (m *kawvMemo) init(d int) { m.x = make([]float64, d) }
-
-func (m *kawvMemo) valid(x []float64, gen int) bool {
-	if !m.ok || m.gen != gen || len(x) != len(m.x) {
-		return false
-	}
-	for i, v := range x {
-		if math.Float64bits(v) != math.Float64bits(m.x[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func (m *kawvMemo) set(x []float64, gen int) { copy(m.x, x); m.gen, m.ok = gen, true }
-func (m *kawvMemo) invalidate()              { m.ok = false }

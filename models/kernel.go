@@ -11,7 +11,7 @@ type Kernel interface {
 	Eval(x, v []float64) float64
 	// Diag is k(x, x): 1 for the Gaussian and Laplacian kernels, which the
 	// ALD tests rely on only through Diag so that other kernels remain usable
-	// (docs/regression.md [SUGGEST]).
+	// [SUGGEST].
 	Diag(x []float64) float64
 }
 

@@ -8,9 +8,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// A zero in a spec is not the same as an absent field (issue 12): absent
-// means "the documented default", an explicit 0 where 0 is invalid (a
-// kernel width, a polynomial degree) is an error naming the field. Go's zero
+// A zero in a spec is not the same as an absent field: absent means "the
+// documented default", an explicit 0 where 0 is invalid (a kernel width, a
+// polynomial degree) is an error naming the field. Go's zero
 // value cannot tell the two apart, so the decoders below remember which
 // kernel fields the document gave.
 

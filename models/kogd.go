@@ -1,29 +1,5 @@
 package models
 
-// KOGD: exact kernel online gradient descent with projection onto the RKHS
-// ball, the reference oracle of paper 000.
-//
-// Paper: J. Li, S. Liao, "Nearly Optimal Algorithms with Sublinear
-// Computational Complexity for Online Kernel Regression", ICML 2023,
-// Sec. 2, eq. (2) (functional gradient step fbar = f - eta g k(x,.)) and eq. (3)
-// (projection f = min{1, U/||fbar||_H} fbar). Notes: docs/regression.md.
-//
-//   - f = sum_i a_i k(s_i, .) over every past instance with a nonzero gradient
-//     (the paper's S); a round with g = 0 changes nothing.
-//   - Learning rate: the constant param eta when given; otherwise the adaptive
-//     eta_t = U / sqrt(1 + sum_{tau<=t} ||grad_tau||_H^2) of docs/regression.md (the rate
-//     AOGD-ALD's analysis uses), with ||grad||^2 = g^2 k(x,x).
-//   - ||f||_H^2 is tracked by the exact recurrence of docs/regression.md
-//     (||f - c k(x,.)||^2 = ||f||^2 - 2 c f(x) + c^2 k(x,x)), clamped at 0.
-//   - Update recomputes f(x) with the current function rather than trusting
-//     p.Value: the norm recurrence needs the current f(x), and with inline labels
-//     the two are equal.
-//
-// Cap (not in the paper; docs/regression.md): memory is O(d t), so the dictionary is
-// bounded by max_budget (default 100000). At the cap KOGD stops learning: the
-// dictionary and the coefficients are frozen, later updates are counted as
-// dropped and change nothing else. KOGD is an oracle; a capped stream should use
-// aogd-ald, which keeps learning at its cap.
 import (
 	"fmt"
 	"math"
@@ -38,17 +14,51 @@ func init() {
 	Register(Algorithm{
 		Name:    "kogd",
 		Losses:  []string{"square"},
-		Summary: "exact kernel online gradient descent with ball projection (paper 000 eq. 2-3; oracle, O(d t) per round)",
+		Summary: "exact kernel online gradient descent with ball projection (Li & Liao 2023 eq. 2-3; oracle, O(d t) per round)",
 		New:     newKOGD,
 		// Stream default width 2 sqrt(d) (README "defaults per algorithm").
 		StreamWidth: 2,
 	})
 }
 
-type kogd struct {
-	kern      Kernel
+// KOGD is exact kernel online gradient descent with projection onto the RKHS
+// ball (algorithm "kogd"), the reference oracle of J. Li and S. Liao, "Nearly
+// Optimal Algorithms with Sublinear Computational Complexity for Online Kernel
+// Regression", ICML 2023 [Li & Liao 2023, Sec. 2, eq. 2-3]; kernel online
+// gradient descent is that of [Kivinen et al. 2004]. Notes and measurements:
+// docs/regression.md.
+//
+// Each label takes the functional gradient step fbar = f - eta_t g k(x,.),
+// g = l'(f(x), y) (eq. 2), then projects onto the ball of radius U,
+// f = min{1, U/||fbar||_H} fbar (eq. 3):
+//   - f = sum_i a_i k(s_i, .) over every past instance with a nonzero
+//     gradient (the paper's S); a round with g = 0 changes nothing.
+//   - The rate is the constant eta when given; otherwise the adaptive
+//     eta_t = U / sqrt(1 + sum_{tau<=t} ||grad_tau||_H^2), with
+//     ||grad||^2 = g^2 k(x,x) (the rate of AOGD-ALD's analysis).
+//   - ||f||_H^2 is tracked by the exact recurrence
+//     ||f - c k(x,.)||^2 = ||f||^2 - 2 c f(x) + c^2 k(x,x), clamped at 0.
+//   - Update recomputes f(x) with the current function rather than trusting
+//     p.Value: the recurrence needs the current f(x), and with inline labels
+//     the two are equal.
+//
+// Cost: O(d t) time and memory per record, t the stored instances.
+//
+// Parameters and their defaults:
+//   - eta: constant rate (0: the adaptive rate above).
+//   - U: radius of the RKHS ball (2; stream 8).
+//   - max_budget: most stored instances (100000; stream 1024), in [1, 2^22].
+//     [SUGGEST] Memory is O(d t), so the dictionary is bounded; at the cap
+//     KOGD stops learning: the dictionary and coefficients are frozen and
+//     later updates are counted as dropped. KOGD is an oracle; a capped
+//     stream should use AOGD-ALD, which keeps learning at its cap.
+//   - kernel.sigma (1; stream 2 sqrt(d)).
+//
+// Loss: square.
+type KOGD struct {
+	kernel    Kernel
 	loss      Loss
-	d         int
+	dim       int
 	eta       float64 // constant rate; 0 selects the adaptive rate
 	u         float64 // radius of the RKHS ball
 	maxBudget int
@@ -66,10 +76,10 @@ type kogd struct {
 
 func newKOGD(s *Setup) (Learner, error) {
 	p := s.Params
-	l := &kogd{
-		kern:      s.Kernel,
+	l := &KOGD{
+		kernel:    s.Kernel,
 		loss:      s.Loss,
-		d:         s.Dim,
+		dim:       s.Dim,
 		eta:       p.Positive("eta", 0),
 		u:         p.Positive("U", s.defU(2, 8)),
 		maxBudget: p.Int("max_budget", s.defInt(100000, 1024), 1, 1<<22),
@@ -78,29 +88,26 @@ func newKOGD(s *Setup) (Learner, error) {
 	return l, nil
 }
 
-func (l *kogd) Size() int { return len(l.a) }
+func (l *KOGD) Size() int { return len(l.a) }
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *kogd) Predict(x []float64) Prediction {
-	if err := checkInput(x, l.d); err != nil {
+func (l *KOGD) Predict(x []float64) Prediction {
+	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *kogd) predict(x []float64) Prediction {
+func (l *KOGD) predict(x []float64) Prediction {
 	kv := l.kv[:len(l.a)]
-	KernelVector(l.kern, kv, l.dict, x)
+	KernelVector(l.kernel, kv, l.dict, x)
 	return Prediction{Value: linalg.Dot(l.a, kv), Choice: -1, Prob: 1}
 }
 
-func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
-	if err := updateInputErr("kogd", x, l.d, y); err != nil {
+func (l *KOGD) Update(x []float64, _ Prediction, y float64) error {
+	if err := updateInputErr("kogd", x, l.dim, y); err != nil {
 		return err
-	}
-	if isBad(y) || !linalg.AllFinite(x) {
-		return fmt.Errorf("kogd: %w (label %v or features)", ErrNumerical, y)
 	}
 	if len(l.a) >= l.maxBudget {
 		l.t++
@@ -108,7 +115,7 @@ func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
 		return nil
 	}
 	kv := l.kv[:len(l.a)]
-	KernelVector(l.kern, kv, l.dict, x)
+	KernelVector(l.kernel, kv, l.dict, x)
 	yhat := linalg.Dot(l.a, kv)
 	g := l.loss.Deriv(yhat, y)
 	if isBad(g) {
@@ -118,7 +125,7 @@ func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
 		l.t++
 		return nil
 	}
-	kxx := l.kern.Diag(x)
+	kxx := l.kernel.Diag(x)
 	g2 := l.g2 + g*g*kxx
 	eta := l.eta
 	if eta == 0 {
@@ -143,9 +150,9 @@ func (l *kogd) Update(x []float64, _ Prediction, y float64) error {
 	return nil
 }
 
-func (l *kogd) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+func (l *KOGD) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
-func (l *kogd) AppendBinary(dst []byte) ([]byte, error) {
+func (l *KOGD) AppendBinary(dst []byte) ([]byte, error) {
 	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.dict)+len(l.a))), "kogd", kogdStateVersion)
 	w.Int(l.t)
 	w.Int(l.dropped)
@@ -156,7 +163,7 @@ func (l *kogd) AppendBinary(dst []byte) ([]byte, error) {
 	return w.Finish(), nil
 }
 
-func (l *kogd) UnmarshalBinary(blob []byte) error {
+func (l *KOGD) UnmarshalBinary(blob []byte) error {
 	r, _, err := NewStateReader(blob, "kogd", kogdStateVersion)
 	if err != nil {
 		return err
@@ -167,7 +174,7 @@ func (l *kogd) UnmarshalBinary(blob []byte) error {
 	a := r.Floats(nil)
 	r.Check(t >= 0 && dropped >= 0 && dropped <= t, "counters")
 	r.Check(g2 >= 1 && !isBad(g2) && n2 >= 0 && n2 <= l.u*l.u*(1+1e-12), "accumulators")
-	r.Check(len(dict) == len(a)*l.d, "dictionary shape does not match dim")
+	r.Check(len(dict) == len(a)*l.dim, "dictionary shape does not match dim")
 	r.Check(len(a) <= l.maxBudget, "dictionary larger than max_budget")
 	r.Check(linalg.AllFinite(dict) && linalg.AllFinite(a), "non-finite coefficients")
 	if err := r.Err(); err != nil {

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// konsBigStream is y = 1e6 + 1e5 sin(3 x_0) on x uniform in [-1, 1]^3: the
-// targets of issue 12's "KONS with targets around 1e6 must not blow up".
+// konsBigStream is y = 1e6 + 1e5 sin(3 x_0) on x uniform in [-1, 1]^3:
+// unscaled targets around 1e6, on which KONS must not blow up (KONS, eta_t).
 func konsBigStream(n int) (xs [][]float64, ys []float64) {
 	r := NewRand(11)
 	for i := 0; i < n; i++ {
@@ -66,7 +66,7 @@ func TestKONSStateVersion1(t *testing.T) {
 	t.Parallel()
 	xs, ys := s0Data(30, 3, 5)
 	spec := gaussianSpec("kons", 3, 0.8, nil)
-	ref := mustNew(t, spec, "k").(*kons)
+	ref := mustNew(t, spec, "k").(*KONS)
 	s0Run(t, ref, xs[:20], ys[:20])
 	if ref.ymax != 1 {
 		t.Fatalf("targets in [0, 1] moved Y_t to %v", ref.ymax)

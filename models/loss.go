@@ -83,7 +83,7 @@ func (SquaredHinge) Deriv(yhat, y float64) float64 { return -2 * y * math.Max(0,
 func (SquaredHinge) Classification() bool          { return true }
 
 // Logistic is ln(1 + exp(-y y_hat)), computed as softplus to avoid overflow
-// (docs/regression.md [SUGGEST]).
+// [SUGGEST].
 type Logistic struct{}
 
 func (Logistic) Name() string                  { return "logistic" }

@@ -1,5 +1,7 @@
 package models
 
+import "math"
+
 // predictMemo remembers the instance the last Predict did its kernel work
 // for (kernel vector, features, score), and the version of the model it did
 // it against, so that the Update of the same x right after it (the usual
@@ -30,6 +32,28 @@ func (m *predictMemo) hit(x []float64, ver uint64) bool {
 
 // forget invalidates the memo (the scratch or the model changed).
 func (m *predictMemo) forget() { m.ok = false }
+
+// bitMemo is a predictMemo that matches x bit for bit, so that -0 and +0
+// differ: the Kernel-AWV learners (KAWV, PKAWVTaylor, PKAWVNystrom) reuse
+// their scratch only for the very instance Predict saw.
+type bitMemo struct{ predictMemo }
+
+// newBitMemo returns an empty memo for d-dimensional instances.
+func newBitMemo(d int) bitMemo { return bitMemo{newPredictMemo(d)} }
+
+// hit reports whether the scratch holds the work for the bits of x at
+// version ver.
+func (m *bitMemo) hit(x []float64, ver uint64) bool {
+	if !m.ok || m.ver != ver || len(x) != len(m.x) {
+		return false
+	}
+	for i, v := range x {
+		if math.Float64bits(v) != math.Float64bits(m.x[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // sameVector reports whether a and b are equal element by element.
 func sameVector(a, b []float64) bool {

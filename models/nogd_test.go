@@ -26,22 +26,22 @@ func TestNOGDRoundTripExact(t *testing.T) {
 func TestNOGDTransferReproducesKOGD(t *testing.T) {
 	xs, ys := forksStream(500, 4, 32)
 	spec := Spec{Algorithm: "nogd", Dim: 4, Kernel: KernelSpec{Sigma: 0.5}, Params: map[string]any{"B": 20, "k": 20}}
-	l := mustNew(t, spec, "key-1").(*nogd)
+	l := mustNew(t, spec, "key-1").(*NOGD)
 	i := 0
-	for ; l.st1.n < l.B-1; i++ {
+	for ; l.st1.n < l.budget-1; i++ {
 		_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
 	}
 	// Next admitted record builds the map; remember the KOGD model first.
-	var kogd forksStage1
-	kogd.init(l.B, 4)
+	var kogd budgetKOGD
+	kogd.init(l.budget, 4)
 	for ; !l.sketched; i++ {
-		kogd = forksStage1{d: 4, n: l.st1.n, sv: append([]float64(nil), l.st1.sv...), alpha: append([]float64(nil), l.st1.alpha...), kv: make([]float64, l.B)}
+		kogd = budgetKOGD{dim: 4, n: l.st1.n, sv: append([]float64(nil), l.st1.sv...), alpha: append([]float64(nil), l.st1.alpha...), kv: make([]float64, l.budget)}
 		_ = l.Update(xs[i], l.Predict(xs[i]), ys[i])
 	}
-	kogd.add(l.st1.sv[(l.B-1)*4:], l.st1.alpha[l.B-1])
+	kogd.add(l.st1.sv[(l.budget-1)*4:], l.st1.alpha[l.budget-1])
 	worst := 0.0
 	for _, x := range xs[400:] {
-		worst = math.Max(worst, math.Abs(l.Predict(x).Value-kogd.score(l.kern, x)))
+		worst = math.Max(worst, math.Abs(l.Predict(x).Value-kogd.score(l.kernel, x)))
 	}
 	if worst > 1e-6 {
 		t.Fatalf("transferred model differs from KOGD by %v", worst)
@@ -54,9 +54,9 @@ func TestNOGDErrors(t *testing.T) {
 			t.Errorf("%v: want ErrSpec, got %v", p, err)
 		}
 	}
-	d := mustNew(t, nogdSpec(nil), "key-1").(*nogd)
-	if d.B != 100 || d.k != 10 || d.eta != 0.2 {
-		t.Fatalf("defaults B=%d k=%d eta=%v", d.B, d.k, d.eta)
+	d := mustNew(t, nogdSpec(nil), "key-1").(*NOGD)
+	if d.budget != 100 || d.k != 10 || d.eta != 0.2 {
+		t.Fatalf("defaults B=%d k=%d eta=%v", d.budget, d.k, d.eta)
 	}
 	xs, ys := forksStream(200, 4, 33)
 	l := mustNew(t, nogdSpec(map[string]any{"B": 20}), "key-1")
@@ -74,7 +74,7 @@ func TestNOGDErrors(t *testing.T) {
 	for i := range xs {
 		_ = g.Update(xs[i], g.Predict(xs[i]), ys[i])
 	}
-	if !g.(*nogd).sketched {
+	if !g.(*NOGD).sketched {
 		t.Fatal("map not built")
 	}
 	before := mustMarshal(t, g)

@@ -24,7 +24,7 @@ func oksBenchStream(n, d int) (xs [][]float64, ys []float64) {
 // oksFillKernelArms puts every kernel arm at its cap with random support
 // vectors and small coefficients, so a benchmark measures the steady state.
 func oksFillKernelArms(l Learner, xs [][]float64) {
-	arms := l.(*oksLearner).arms.(*kernelArms)
+	arms := oksOf(l).arms.(*kernelArms)
 	r := NewRand(7)
 	for i := range arms.arms {
 		a := &arms.arms[i]
@@ -71,7 +71,7 @@ func oksBenchRoundOn(b *testing.B, spec Spec, warm int, xs [][]float64, ys []flo
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, ok := l.(*oksLearner).arms.(*kernelArms); ok {
+	if _, ok := oksOf(l).arms.(*kernelArms); ok {
 		oksFillKernelArms(l, xs)
 	}
 	for i := 0; i < warm; i++ {

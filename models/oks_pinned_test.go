@@ -306,7 +306,7 @@ func TestOKSFamilyFirstRoundsMatchDenseReference(t *testing.T) {
 			for k, v := range tc.params {
 				params[k] = v
 			}
-			l := mustNew(t, Spec{Algorithm: tc.alg, Dim: 2, Loss: "square", Params: params, Seed: 3}, "pin").(*oksLearner)
+			l := oksOf(mustNew(t, Spec{Algorithm: tc.alg, Dim: 2, Loss: "square", Params: params, Seed: 3}, "pin"))
 			ref := tc.ref()
 			arms := []refArmer{&refArm{sigma: sigmas[0]}, &refArm{sigma: sigmas[1]}}
 			if rf, ok := l.arms.(*rfArms); ok {

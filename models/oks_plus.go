@@ -1,12 +1,29 @@
 package models
 
-// OKS++: online kernel selection with adaptive parameters for smooth losses.
+import "math"
+
+func init() {
+	Register(Algorithm{
+		Name:    "oks++",
+		Losses:  []string{"square", "logistic", "squared-hinge"},
+		Summary: "OKS++ (Li & Liao 2022): adaptive online kernel selection under bandit feedback, smooth losses, kernel expansion capped at max_budget per width",
+		New: func(s *Setup) (Learner, error) {
+			sigmas := oksReadSigmas(s)
+			l := new(OKSPlus)
+			l.initKernelForm("oks++", s, sigmas, newOKSPlusRule(s, len(sigmas)))
+			return l, nil
+		},
+	})
+}
+
+// OKSPlus is OKS++, online kernel selection under bandit feedback with
+// adaptive parameters for smooth losses (algorithm "oks++"), from J. Li and
+// S. Liao, "Improved Regret Bounds for Online Kernel Selection under Bandit
+// Feedback", ECML-PKDD 2022 [Li & Liao 2022, Sec. 3, Thm. 3.1, App. A, App.
+// F Alg. 3]. It is one of the five kernel selectors of oksLearner
+// (oks_learner.go). Notes and measurements: docs/kernel-selection.md.
 //
-//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
-//	Bandit Feedback", ECML-PKDD 2022, Sec. 3, Theorem 3.1, App. A, App. F
-//	Algorithm 3 (docs/kernel-selection.md).
-//
-// OKS (oks.go) with (i) the projected arm update of eq. (2) onto the ball
+// It is OKS with (i) the projected arm update of eq. 2 onto the ball
 // ||f||_H <= U, (ii) data-dependent delta_t, eta_t and per-arm lambda_{t,i},
 // (iii) the anytime learning rate of the exponential weights. At the end of
 // round t, with c_t = l(f_{t,I_t}(x_t), y_t) (raw, not divided by lmax):
@@ -19,43 +36,38 @@ package models
 //	lambda  = U^{4/3} max{G C0 U^2 K^2, 8 Ctilde}^{-1/6} / (sqrt(4/3) K^{1/6} (G C0)^{1/3} sqrt(1 + Delta[I_t]))
 //	q_{t+1} = softmax(-eta_t Lcum);  p_{t+1} = (1 - delta_t) q_{t+1} + delta_t / K
 //
-// Choices from the spec:
-//   - [RECON] cumulative (lazy) form of the q update (App. F + [CODE]), not
-//     the OMD form of App. A.
+// Choices:
+//   - [RECON] The cumulative (lazy) form of the q update (App. F and the
+//     authors' code [CODE]), not the OMD form of App. A.
 //   - [RECON] Delta keeps the indicator 1[I_tau = i] that Alg. 3 line 9 omits.
 //   - [CODE] Sq uses q_{t,I_t} from before the update; it travels in
 //     Prediction.Aux so that a delayed label uses the q it was sampled under.
-//   - [PAPER] defaults: logistic U = 15, C0 = 1, G = 1 (nu = 1); square and
-//     squared hinge U = 1, C0 = 4, G = 1 (nu = 2 sets G = 1 inside delta and
-//     lambda). The absolute loss is not smooth and is rejected.
-//   - [SUGGEST] softmax shifted by min Lcum (docs/kernel-selection.md).
-//   - [CODE] variant, params.variant = "author-code" (logistic loss only):
-//     the authors' OKS++logistic.R and RF-OKS++logistic.R overwrite the
-//     variable holding c1 with exp(-y f(x)) inside the loop, so delta_t and
-//     lambda use e = exp(-y_t f_{t,I_t}(x_t)) in place of c1 (and e^3 in
-//     place of c1^3 = G C0 U^2 K^2). The published logistic numbers (Tables
-//     2, 5, 8) were probably produced by it (docs/kernel-selection.md). The
-//     default "paper" implements the paper's formula.
+//   - [PAPER] The defaults: logistic U = 15, C0 = 1, G = 1 (nu = 1); square
+//     and squared hinge U = 1, C0 = 4, G = 1 (nu = 2 sets G = 1 inside delta
+//     and lambda). The absolute loss is not smooth and is refused.
+//   - [SUGGEST] The softmax is shifted by min Lcum.
+//   - [CODE] The variant "author-code" (logistic loss only): the authors'
+//     OKS++logistic.R and RF-OKS++logistic.R overwrite the variable holding c1
+//     with exp(-y f(x)) inside the loop, so delta_t and lambda use
+//     e = exp(-y_t f_{t,I_t}(x_t)) in place of c1 (and e^3 in place of
+//     c1^3 = G C0 U^2 K^2). The published logistic numbers (Tables 2, 5, 8)
+//     were probably produced by it (docs/kernel-selection.md). The default
+//     "paper" implements the paper's formula.
 //
-// Params: sigmas, U, C0, G, variant; oks++ adds max_budget (kernel form);
-// rf-oks++ (rf_oks.go) adds D and clip.
-
-import "math"
-
-func init() {
-	Register(Algorithm{
-		Name:    "oks++",
-		Losses:  []string{"square", "logistic", "squared-hinge"},
-		Summary: "OKS++ (Li & Liao 2022): adaptive online kernel selection under bandit feedback, smooth losses, kernel expansion capped at max_budget per width",
-		New: func(s *Setup) (Learner, error) {
-			sigmas := oksReadSigmas(s)
-			rule := newOKSPlusRule(s, len(sigmas))
-			maxBudget := s.Params.Int("max_budget", s.defInt(oksDefaultMaxBudget, oksStreamMaxBudget), 1, 1<<24)
-			rng := NewRand(s.Seed)
-			return newOKSLearner("oks++", s, sigmas, rule, newKernelArms(sigmas, s.Dim, maxBudget), rng), nil
-		},
-	})
-}
+// Cost: O(B d + K) per record, B the support vectors of the sampled arm (at
+// most max_budget); memory O(K B d).
+//
+// Parameters and their defaults:
+//   - sigmas: the candidate Gaussian widths, at most 64 (2^-2..2^3; stream
+//     sqrt(d) {1, 2, 4, 8}).
+//   - U: the ball's radius (15 for the logistic loss; otherwise 1, stream 10).
+//   - C0: the smoothness constant, |l'|^nu <= C0 l (1 for logistic, else 4).
+//   - G: the derivative bound (1; stream 0.1).
+//   - variant: "paper" or "author-code" ("paper").
+//   - max_budget: support vectors per width (4096; stream 256), in [1, 2^24].
+//
+// Losses: square (default), logistic, squared-hinge.
+type OKSPlus struct{ oksLearner }
 
 // oksPlusRule is OKS++'s outer level (shared with rf-oks++).
 type oksPlusRule struct {
@@ -157,13 +169,4 @@ func (r *oksPlusRule) unmarshal(rd *StateReader) func() {
 		copy(r.delta, delta)
 		copy(r.cum, cum)
 	}
-}
-
-func oksFiniteNonNeg(v []float64) bool {
-	for _, x := range v {
-		if !(x >= 0) || isBad(x) {
-			return false
-		}
-	}
-	return true
 }

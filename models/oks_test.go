@@ -318,7 +318,7 @@ func TestOKSBudgetCapAndNorm(t *testing.T) {
 					}
 				}
 			}
-			arms := l.(*oksLearner).arms.(*kernelArms)
+			arms := oksOf(l).arms.(*kernelArms)
 			total := 0
 			for i := range arms.arms {
 				a := &arms.arms[i]
@@ -348,7 +348,7 @@ func TestOKSDistributionStaysValid(t *testing.T) {
 			xs, ys := oksStream(600, 4, a.loss == "logistic", 2)
 			l := mustNew(t, spec, "k")
 			runStream(t, l, xs, ys)
-			ol := l.(*oksLearner)
+			ol := oksOf(l)
 			if !oksIsDistribution(ol.p) || !oksIsDistribution(ol.q) {
 				t.Fatalf("p = %v, q = %v", ol.p, ol.q)
 			}
@@ -362,7 +362,7 @@ func TestOKSDistributionStaysValid(t *testing.T) {
 // TestIOKSMultiplier: q_{t+1} from eq. (5) sums to 1 before renormalisation
 // (mu* solves h(mu) = 1) and the played arm loses mass.
 func TestIOKSMultiplier(t *testing.T) {
-	l := mustNew(t, oksSpec("ioks", "absolute", 2, map[string]any{"T": 1000}), "k").(*oksLearner)
+	l := oksOf(mustNew(t, oksSpec("ioks", "absolute", 2, map[string]any{"T": 1000}), "k"))
 	r := l.rule.(*ioksRule)
 	q := []float64{0.1, 0.2, 0.3, 0.15, 0.15, 0.1}
 	for i, v := range q {

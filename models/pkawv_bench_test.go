@@ -65,7 +65,7 @@ func BenchmarkKAWV(b *testing.B) {
 	xs, ys := pkStream(23, 4096, d, 1)
 	for _, t := range []int{1000, 4000} {
 		b.Run(fmt.Sprintf("t=%d", t), func(b *testing.B) {
-			l := pkNew(b, "kawv", d, 1, nil).(*kawv)
+			l := pkNew(b, "kawv", d, 1, nil).(*KAWV)
 			pkRun(b, l, xs[:t], ys[:t])
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -8,69 +8,6 @@ import (
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
 
-// pkawv-nystrom: PKAWV with Nyström projections on a KORS dictionary.
-//
-// Paper: Jézéquel, Gaillard & Rudi, NeurIPS 2019 [P002]: sec. 3 eq. 4 and
-// sec. 3.2 eq. 7 (projection on span{phi(x) : x in I_t}), Prop. 5 / Thm. 6
-// (KORS dictionary, Calandriello et al. 2017), App. H Algorithm 2 and H.2
-// (Nystrom_kernel_AWV, KORS). Notes: docs/pkawv.md (6.1-6.3 [RECON]) P1, S4.
-//
-// With the dictionary x~_1..x~_m and H_t = K_{t,m}'K_{t,m} + lambda K_{m,m}
-// (rows of x_1..x_t, the current one included), g = K_{t-1,m}' Y_{t-1}:
-//
-//	awv:   y_hat_t = k_m(x_t)' H_t^{-1} g                      (App. H)
-//	ridge: y_hat_t = k_m(x_t)' (H_t - k k')^{-1} g = awv / (1 - k'H_t^{-1}k)   (projected KRR)
-//
-// H_t is kept as its lower Cholesky factor L ( P1: the paper avoids
-// Sherman-Morrison here): each record is a rank-one update of L by its row
-// (cholupdate '+', linalg.Tri.Rank1UpdateTo); a new centre borders L.
-//
-// KORS (P002 App. H.2 function KORS): with KORS weights s_j and
-// Minv = (S K_mm S + mu I)^{-1}, q = (s_j k(x~_j, x_t))_j, w = q' Minv q,
-//
-//	tau_t = (1+eps) (k(x_t,x_t) - w) / (k(x_t,x_t) + mu - w)       [DERIVED]
-//
-// which is the listing's ((1+eps)/mu)(k_tt - kbar' Mbar^{-1} kbar) with the
-// bordered inverse eliminated by its Schur complement (O(m^2), no bordering
-// unless x_t is taken); p_t = min(beta tau_t, 1), z_t ~ Bernoulli(p_t).
-//
-// Choices ([RECON]/[SUGGEST]/[CODE]):
-//   - [SUGGEST, issue] weight s = 1/sqrt(p): sum_j s_j^2 phi_j phi_j' is
-//     then unbiased for Phi'Phi (the standard ridge-leverage reweighting). The
-//     paper's code multiplies by S_j = 1/p, which shrinks tau faster for
-//     covered directions (smaller dictionaries); not offered as a param.
-//   - [CODE] mu is KORS's regulariser (the theory's mu, Prop. 5); the paper's
-//     code passes lambda there; its experiments use mu = lambda = 1.
-//   - [CODE] Bordering: a new centre appends the row (L^{-1}c, sqrt(dd - |L^{-1}c|^2))
-//     to L, the direct form of App. H's cholup(u,'+'), cholup(v,'-') pair
-//     (same factor, one triangular solve instead of two rank-one passes). If the
-//     pivot is not positive (x_t numerically in the span: S4), the centre is
-//     not added; KORS already gives such points p ~ 0.
-//   - [CODE] Randomness without changing state in Predict: the uniform U that
-//     decides z_t is drawn at the end of the previous Update and stored in the
-//     state, so Predict (which must not advance the state) can add x_t to the
-//     dictionary exactly where Algorithm 2 does (before predicting x_t), and
-//     Update reaches the same decision. The PRNG (models.Rand seeded with
-//     Setup.Seed) is in the state.
-//   - [CODE] Bounded memory (docs/pkawv.md caveat). The exact algorithm needs
-//     every past input to give a new centre its column over past rows. Here:
-//     (a) the dictionary stops growing at max_budget (no more KORS draws);
-//     (b) past inputs are kept in a window of the last `history` records; a
-//     centre added at time t gets its column entries (and its g entry) from the
-//     window only, entries of older rows are zero. H stays the Gram matrix of a
-//     masked design (each row's entries for centres that joined more than
-//     `history` records after it are 0) plus lambda K_mm, so it stays positive
-//     definite and the update stays exact for that model; with history >= n it
-//     is the paper's algorithm. Once the dictionary is full the window is
-//     dropped. Memory: O(history d + max_budget^2 + max_budget d). The accuracy
-//     cost is measured in docs/pkawv.md.
-//   - [SUGGEST] g is maintained incrementally (O(m) per record).
-//   - [CODE] Predict leaves the next factor in scratch; Update swaps it in when it
-//     gets the same x with no update in between (checked bit for bit), else
-//     recomputes. Results are identical either way.
-//
-// Params: lambda (1), mu (1), beta (1), eps (0.5) as in P002's experiments;
-// max_budget (256, [1, 4096]); history (4096, [0, 1048576]); mode (awv | ridge).
 func init() {
 	Register(Algorithm{
 		Name:    "pkawv-nystrom",
@@ -83,12 +20,99 @@ func init() {
 }
 
 const (
-	pkawvNystromVersion = 1
-	nystromMaxBudget    = 4096
-	nystromMaxHistory   = 1 << 20
+	pkawvNystromStateVersion = 1
+	nystromMaxBudget         = 4096
+	nystromMaxHistory        = 1 << 20
 )
 
-type pkawvNystrom struct {
+// PKAWVNystrom is projected Kernel-AWV with Nyström projections on a KORS
+// dictionary (algorithm "pkawv-nystrom"), from R. Jézéquel, P. Gaillard and
+// A. Rudi, "Efficient online learning with kernels for adversarial large
+// scale problems", NeurIPS 2019 [Jézéquel et al. 2019, Sec. 3, eq. 4; Sec.
+// 3.2, eq. 7 (projection on span{phi(x) : x in I_t}); Prop. 5, Thm. 6 (the
+// KORS dictionary of [Calandriello et al. 2017b]); App. H, Alg. 2, and H.2,
+// Nystrom_kernel_AWV and KORS]. Notes and measurements: docs/pkawv.md.
+//
+// With the dictionary x~_1..x~_m and H_t = K_{t,m}'K_{t,m} + lambda K_{m,m}
+// (rows of x_1..x_t, the current one included), g = K_{t-1,m}' Y_{t-1}:
+//
+//	awv:   y_hat_t = k_m(x_t)' H_t^{-1} g                                     (App. H)
+//	ridge: y_hat_t = k_m(x_t)' (H_t - k k')^{-1} g = awv / (1 - k'H_t^{-1}k)   (projected KRR)
+//
+// [PAPER] H_t is kept as its lower Cholesky factor L, because
+// Sherman-Morrison updates of H^{-1} are numerically unstable here (App. H:
+// lambda K_mm, not lambda I, regularises): each record is a rank-one update of
+// L by its row (cholupdate '+', linalg.Tri.Rank1UpdateTo); a new centre
+// borders L.
+//
+// KORS (App. H.2, function KORS): with KORS weights s_j and
+// Minv = (S K_mm S + mu I)^{-1}, q = (s_j k(x~_j, x_t))_j, w = q' Minv q,
+//
+//	tau_t = (1+eps) (k(x_t,x_t) - w) / (k(x_t,x_t) + mu - w)       [DERIVED]
+//
+// which is the listing's ((1+eps)/mu)(k_tt - kbar' Mbar^{-1} kbar) with the
+// bordered inverse eliminated by its Schur complement (O(m^2), no bordering
+// unless x_t is taken); p_t = min(beta tau_t, 1), z_t ~ Bernoulli(p_t).
+//
+// [RECON] In the text of the paper this was built from, App. H's Alg. 2 is
+// garbled (a truncated initialisation, the row and the column of the new
+// centre mixed up); it is rebuilt from the Python listing of App. H.2, whose
+// own slip (Y where the padded Yp is meant) is corrected, and checked
+// numerically against the exact learner (docs/pkawv.md).
+//
+// Choices:
+//   - [SUGGEST] KORS weight s = 1/sqrt(p): sum_j s_j^2 phi_j phi_j' is then
+//     unbiased for Phi'Phi (the standard ridge-leverage reweighting). The
+//     paper's code multiplies by S_j = 1/p, which shrinks tau faster for
+//     covered directions (smaller dictionaries); it is not offered as a
+//     param.
+//   - [CODE] mu is KORS's regulariser (the theory's mu, Prop. 5); the paper's
+//     code passes lambda there; its experiments use mu = lambda = 1.
+//   - [CODE] Bordering: a new centre appends the row
+//     (L^{-1}c, sqrt(dd - |L^{-1}c|^2)) to L, the direct form of App. H's
+//     cholup(u,'+'), cholup(v,'-') pair (the same factor, one triangular
+//     solve instead of two rank-one passes, and no downdate that rounding
+//     could make fail). If the pivot is not positive (x_t numerically in the
+//     span of the dictionary), the centre is not added; KORS already gives
+//     such points p ~ 0.
+//   - [CODE] Randomness without changing state in Predict: the uniform that
+//     decides z_t is drawn at the end of the previous Update and stored in
+//     the state, so Predict (which must not advance the state) can add x_t to
+//     the dictionary exactly where Algorithm 2 does (before predicting x_t),
+//     and Update reaches the same decision. The PRNG (Rand, seeded with
+//     Setup.Seed) is in the state.
+//   - [SUGGEST] Bounded memory. The exact algorithm needs every past input to
+//     give a new centre its column over past rows. Here (a) the dictionary
+//     stops growing at max_budget (no more KORS draws); (b) past inputs are
+//     kept in a window of the last history records; a centre added at time t
+//     gets its column entries (and its g entry) from the window only, the
+//     entries of older rows are zero. H stays the Gram matrix of a masked
+//     design (each row's entries for centres that joined more than history
+//     records after it are 0) plus lambda K_mm, so it stays positive definite
+//     and the update stays exact for that model; with history >= n it is the
+//     paper's algorithm. Once the dictionary is full the window is dropped.
+//     The accuracy cost is measured in docs/pkawv.md.
+//   - [SUGGEST] g is maintained incrementally (O(m) per record).
+//   - [CODE] Predict leaves the next factor in scratch; Update swaps it in
+//     when it gets the same x with no update in between (checked bit for
+//     bit, bitMemo), else recomputes. The results are identical either way.
+//
+// Cost: O(m d + m^2) time per record, plus O(W m d) when a centre joins
+// (W = history); memory O(W d + m^2 + m d), m = the dictionary size.
+//
+// Parameters and their defaults (lambda, mu, beta and eps as in the paper's
+// experiments):
+//   - lambda: the PKAWV regulariser (1), in [1e-8, 1e8].
+//   - mu: the KORS regulariser (1), in [1e-8, 1e8].
+//   - beta: KORS oversampling, p_t = min(beta tau_t, 1) (1), in [1e-12, 1e12].
+//   - eps: KORS accuracy (0.5), in [0, 100].
+//   - max_budget: the cap on the dictionary size (256; stream 64), in [1, 4096].
+//   - history: the window W of past records (4096), in [0, 2^20].
+//   - mode: "awv" or "ridge" ("awv").
+//   - kernel.sigma (1; stream 2 sqrt(d)).
+//
+// Loss: square.
+type PKAWVNystrom struct {
 	kernel                Kernel
 	dim                   int
 	lambda, mu, beta, eps float64
@@ -109,7 +133,7 @@ type pkawvNystrom struct {
 	head  int // oldest row of the ring once it is full
 
 	// scratch filled by prepare
-	memo                    kawvMemo
+	memo                    bitMemo
 	next                    linalg.Tri // factor after this record's row (and centre)
 	a, q, tmp, c, rowk      []float64
 	gnext, zv, wv, mv, work []float64
@@ -120,7 +144,7 @@ type pkawvNystrom struct {
 
 func newPKAWVNystrom(s *Setup) (Learner, error) {
 	p := s.Params
-	l := &pkawvNystrom{
+	l := &PKAWVNystrom{
 		kernel:  s.Kernel,
 		dim:     s.Dim,
 		lambda:  p.Float("lambda", 1, 1e-8, 1e8),
@@ -133,34 +157,27 @@ func newPKAWVNystrom(s *Setup) (Learner, error) {
 	}
 	l.rng.Seed(s.Seed)
 	l.unif = l.rng.Float64()
-	l.memo.init(s.Dim)
+	l.memo = newBitMemo(s.Dim)
 	return l, nil
 }
 
-func (l *pkawvNystrom) m() int { return len(l.w) }
-
-func growTo(v []float64, n int) []float64 {
-	if cap(v) < n {
-		v = make([]float64, n, 2*n)
-	}
-	return v[:n]
-}
+func (l *PKAWVNystrom) m() int { return len(l.w) }
 
 // prepare computes, into scratch, the KORS decision for x, the factor of H
 // after x's row (and x's column when it joins) and both predictions.
-func (l *pkawvNystrom) prepare(x []float64) {
-	if l.memo.valid(x, l.t) {
+func (l *PKAWVNystrom) prepare(x []float64) {
+	if l.memo.hit(x, uint64(l.t)) {
 		return
 	}
 	m := l.m()
-	l.a = growTo(l.a, m+1)
-	l.q = growTo(l.q, m)
-	l.tmp = growTo(l.tmp, m)
+	l.a = growFloats(l.a, m+1)
+	l.q = growFloats(l.q, m)
+	l.tmp = growFloats(l.tmp, m)
 	KernelVector(l.kernel, l.a[:m], l.dict, x)
 	l.kappa = l.kernel.Diag(x)
 	l.ok = true
 
-	// KORS  while the budget allows.
+	// The KORS draw, while the budget allows.
 	l.add, l.prob = false, 0
 	if m < l.budget {
 		for j := range l.q {
@@ -175,10 +192,10 @@ func (l *pkawvNystrom) prepare(x []float64) {
 
 	// H += a a', written into the scratch factor (the state's is untouched).
 	copy(l.tmp, l.a[:m])
-	l.work = growTo(l.work, 2*m)
+	l.work = growFloats(l.work, 2*m)
 	l.ok = l.fac.Rank1UpdateTo(&l.next, l.tmp, l.work)
 	mn := m
-	l.gnext = growTo(l.gnext, m+1)
+	l.gnext = growFloats(l.gnext, m+1)
 	copy(l.gnext, l.g)
 	if l.add && l.ok {
 		l.border(x)
@@ -188,8 +205,8 @@ func (l *pkawvNystrom) prepare(x []float64) {
 			l.gnext[m] = l.gnew
 		}
 	}
-	l.zv = growTo(l.zv, mn)
-	l.wv = growTo(l.wv, mn)
+	l.zv = growFloats(l.zv, mn)
+	l.wv = growFloats(l.wv, mn)
 	l.predAWV, l.predRidge = 0, 0
 	if mn > 0 && l.ok {
 		l.next.SolveLower(l.zv, l.a[:mn])
@@ -206,23 +223,24 @@ func (l *pkawvNystrom) prepare(x []float64) {
 			l.predRidge = awv
 		}
 	}
-	l.memo.set(x, l.t)
+	l.memo.store(x, uint64(l.t))
 }
 
 // korsTau is KORS's approximate ridge leverage score of a point with kernel
 // diagonal kappa and weighted kernel column q against the dictionary.
-func (l *pkawvNystrom) korsTau(q []float64, kappa float64) float64 {
+func (l *PKAWVNystrom) korsTau(q []float64, kappa float64) float64 {
 	wq := l.minv.Quad(q)
 	return (1 + l.eps) * (kappa - wq) / (kappa + l.mu - wq)
 }
 
-// border computes x's column over the window and the current row ( step
-// 3, with the bounded window) and appends it to l.next; it clears l.add when
-// the Schur complement is not positive.
-func (l *pkawvNystrom) border(x []float64) {
+// border computes x's column over the window and the current row (the new
+// centre's column of App. H's Algorithm 2, over the bounded window) and
+// appends it to l.next; it clears l.add when the Schur complement is not
+// positive.
+func (l *PKAWVNystrom) border(x []float64) {
 	m, d := l.m(), l.dim
-	l.c = growTo(l.c, m)
-	l.rowk = growTo(l.rowk, m)
+	l.c = growFloats(l.c, m)
+	l.rowk = growFloats(l.rowk, m)
 	clear(l.c)
 	dd, gnew := 0.0, 0.0
 	n := len(l.histY)
@@ -241,7 +259,7 @@ func (l *pkawvNystrom) border(x []float64) {
 	// Current row (label 0 in AWV's Y~) and the lambda K_mm border.
 	linalg.Axpy(l.kappa+l.lambda, l.a[:m], l.c)
 	dd += l.kappa*l.kappa + l.lambda*l.kappa
-	l.rowk = growTo(l.rowk, m)
+	l.rowk = growFloats(l.rowk, m)
 	l.next.SolveLower(l.rowk, l.c)
 	piv := dd - linalg.Dot(l.rowk, l.rowk)
 	if !(piv > 1e-12*dd) || isBad(piv) || !linalg.AllFinite(l.rowk) {
@@ -254,14 +272,14 @@ func (l *pkawvNystrom) border(x []float64) {
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *pkawvNystrom) Predict(x []float64) Prediction {
+func (l *PKAWVNystrom) Predict(x []float64) Prediction {
 	if err := checkInput(x, l.dim); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *pkawvNystrom) predict(x []float64) Prediction {
+func (l *PKAWVNystrom) predict(x []float64) Prediction {
 	l.prepare(x)
 	y := l.predAWV
 	if l.ridge {
@@ -270,17 +288,17 @@ func (l *pkawvNystrom) predict(x []float64) Prediction {
 	return Prediction{Value: y, Choice: -1, Prob: 1}
 }
 
-func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
+func (l *PKAWVNystrom) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("pkawv-nystrom", x, l.dim, y); err != nil {
 		return err
 	}
 	l.prepare(x)
 	m := l.m()
 	fail := func() error {
-		l.memo.invalidate() // the scratch may have been modified below
+		l.memo.forget() // the scratch may have been modified below
 		return fmt.Errorf("pkawv-nystrom: update %d: %w", l.t+1, ErrNumerical)
 	}
-	if !l.ok || isBad(y) {
+	if !l.ok {
 		return fail()
 	}
 	mn := m
@@ -295,7 +313,7 @@ func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
 	if l.add {
 		// KORS bordered inverse: column wNew*q, corner kappa wNew^2 + mu.
 		wNew = 1 / math.Sqrt(l.prob)
-		l.mv = growTo(l.mv, m)
+		l.mv = growFloats(l.mv, m)
 		for j := range l.q {
 			l.q[j] *= wNew
 		}
@@ -325,12 +343,12 @@ func (l *pkawvNystrom) Update(x []float64, _ Prediction, y float64) error {
 		l.histX, l.histY, l.head = l.histX[:0], l.histY[:0], 0
 	}
 	l.t++
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
 
 // push adds (x, y) to the window, overwriting the oldest row when full.
-func (l *pkawvNystrom) push(x []float64, y float64) {
+func (l *PKAWVNystrom) push(x []float64, y float64) {
 	if l.history == 0 {
 		return
 	}
@@ -346,13 +364,13 @@ func (l *pkawvNystrom) push(x []float64, y float64) {
 }
 
 // Size is the dictionary size m.
-func (l *pkawvNystrom) Size() int { return l.m() }
+func (l *PKAWVNystrom) Size() int { return l.m() }
 
-func (l *pkawvNystrom) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+func (l *PKAWVNystrom) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
-func (l *pkawvNystrom) AppendBinary(dst []byte) ([]byte, error) {
+func (l *PKAWVNystrom) AppendBinary(dst []byte) ([]byte, error) {
 	size := 128 + 8*(len(l.dict)+2*len(l.w)+len(l.minv.Data)+len(l.fac.Data)+len(l.histX)+len(l.histY))
-	wr := NewStateWriter(slices.Grow(dst, size), "pkawv-nystrom", pkawvNystromVersion)
+	wr := NewStateWriter(slices.Grow(dst, size), "pkawv-nystrom", pkawvNystromStateVersion)
 	wr.Int(l.dim)
 	wr.Int(l.t)
 	wr.Float(l.unif)
@@ -379,8 +397,8 @@ func (l *pkawvNystrom) AppendBinary(dst []byte) ([]byte, error) {
 	return wr.Finish(), nil
 }
 
-func (l *pkawvNystrom) UnmarshalBinary(blob []byte) error {
-	r, _, err := NewStateReader(blob, "pkawv-nystrom", pkawvNystromVersion)
+func (l *PKAWVNystrom) UnmarshalBinary(blob []byte) error {
+	r, _, err := NewStateReader(blob, "pkawv-nystrom", pkawvNystromStateVersion)
 	if err != nil {
 		return err
 	}
@@ -430,6 +448,6 @@ func (l *pkawvNystrom) UnmarshalBinary(blob []byte) error {
 	l.minv = linalg.Sym{N: m, Data: minv}
 	l.fac = linalg.Tri{N: m, Data: fac}
 	l.histX, l.histY, l.head = hx, hy, 0
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }

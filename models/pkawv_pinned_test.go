@@ -64,7 +64,7 @@ func TestPKAWVNystromPartialDictionaryMatchesDenseReference(t *testing.T) {
 	sigma := 0.8
 	spec := Spec{Algorithm: "pkawv-nystrom", Dim: 2, Kernel: KernelSpec{Type: "gaussian", Sigma: sigma},
 		Params: map[string]any{"lambda": lambda, "mu": mu, "beta": beta, "eps": eps, "max_budget": budget, "history": 4096}, Seed: 4}
-	l := mustNew(t, spec, "pin").(*pkawvNystrom)
+	l := mustNew(t, spec, "pin").(*PKAWVNystrom)
 	k := func(a, b []float64) float64 {
 		s := (a[0]-b[0])*(a[0]-b[0]) + (a[1]-b[1])*(a[1]-b[1])
 		return math.Exp(-s / (2 * sigma * sigma))

@@ -8,45 +8,6 @@ import (
 	"github.com/kernelstream/kernelstream/internal/linalg"
 )
 
-// pkawv-taylor: PKAWV with the fixed Taylor embedding of the Gaussian kernel.
-//
-// Paper: Jézéquel, Gaillard & Rudi, "Efficient online learning with kernels
-// for adversarial large scale problems", NeurIPS 2019 [P002]: sec. 3 eq. 4
-// (projected Kernel-AWV), sec. 3.1 (Taylor basis, eq. 6, Thm. 4), App. H.1
-// Algorithm 1 and H.2 class PhiAWV. Notes: docs/pkawv.md (S2, S3).
-//
-// With the orthonormal basis v(x) = (g_k(x))_{|k|<=M} (taylor.go), PKAWV is
-// linear Vovk-Azoury-Warmuth in R^r, r = C(M+d, M):
-//
-//	A_t = lambda I + sum_{s<=t} v_s v_s',  b_t = sum_{s<t} y_s v_s
-//	u = A_{t-1}^{-1} v_t,  h = v_t' u
-//	awv:   y_hat = v_t' A_t^{-1} b = (u'b)/(1+h)     (Algorithm 1, corrected per docs/pkawv.md)
-//	ridge: y_hat = u'b                              ("projected KRR", what P002 ran on real data;)
-//	then A_t^{-1} = A_{t-1}^{-1} - u u'/(1+h) (Sherman-Morrison), b += y_t v_t.
-//
-// Choices:
-//   - [SUGGEST] multi-index features (taylor.go).
-//   - [CODE] Sherman-Morrison on the packed symmetric inverse (linalg.Sym, MulVec + Rank1): the
-//     paper's update, O(r^2) per record (predict r^2 + update r^2/2 multiply-adds).
-//     Packed storage keeps A^{-1} exactly symmetric, which removes the
-//     loss-of-symmetry drift S2 warns about. Drift of A^{-1} against a fresh
-//     inverse of lambda I + sum v v' was measured (TestPKAWVTaylorDrift and
-//     docs/pkawv.md): relative Frobenius error 5e-12 (M=3, r=165) and 3e-12
-//     (M=4, r=495) after all 59,535 cod-rna records, cond(A) = 3e4, i.e. at the
-//     rounding level of the reference inverse itself; A^{-1} stayed positive
-//     definite. So no periodic refactorisation is done (it would double the
-//     state to keep C).
-//   - [SUGGEST S2] awv and ridge are computed from the same u.
-//   - [SUGGEST S3] only the Gaussian kernel has this basis; other kernels are
-//     a spec error. Inputs should be scaled (eval -scale) so that exp(-||x||^2/(2 sigma^2))
-//     does not underflow.
-//   - r is bounded by MaxTaylorFeatures (spec error beyond, naming r and its memory).
-//   - [CODE] Predict leaves u and h in scratch; Update reuses them when it gets the
-//     same x with no update in between (checked bit for bit), else recomputes.
-//     Results are identical either way.
-//
-// Params: lambda (default 1, the paper's experiments; [1e-8, 1e8]), M (default 2, the paper's
-// headline setting; [0, 32], subject to the r bound), mode (awv | ridge, default awv).
 func init() {
 	Register(Algorithm{
 		Name:    "pkawv-taylor",
@@ -58,9 +19,64 @@ func init() {
 	})
 }
 
-const pkawvTaylorVersion = 1
+const pkawvTaylorStateVersion = 1
 
-type pkawvTaylor struct {
+// PKAWVTaylor is projected Kernel-AWV on the fixed Taylor embedding of the
+// Gaussian kernel (algorithm "pkawv-taylor"), from R. Jézéquel, P. Gaillard
+// and A. Rudi, "Efficient online learning with kernels for adversarial large
+// scale problems", NeurIPS 2019 [Jézéquel et al. 2019, Sec. 3, eq. 4
+// (projected Kernel-AWV); Sec. 3.1, eq. 6, Thm. 4 (the Taylor basis); App.
+// H.1, Alg. 1, and H.2, class PhiAWV]. Notes and measurements: docs/pkawv.md.
+//
+// With the orthonormal basis v(x) = (g_k(x))_{|k|<=M} (taylorTable,
+// taylor.go), PKAWV is linear Vovk-Azoury-Warmuth in R^r, r = C(M+d, M):
+//
+//	A_t = lambda I + sum_{s<=t} v_s v_s',  b_t = sum_{s<t} y_s v_s
+//	u = A_{t-1}^{-1} v_t,  h = v_t' u
+//	awv:   y_hat = v_t' A_t^{-1} b = (u'b)/(1+h)
+//	ridge: y_hat = u'b          ("projected KRR", what the paper ran on its real data)
+//	then A_t^{-1} = A_{t-1}^{-1} - u u'/(1+h) (Sherman-Morrison), b += y_t v_t.
+//
+// [RECON] Alg. 1 (App. H) prints the Sherman-Morrison step with A_t^{-1} on
+// its right-hand side; the correct form, and the paper's Python code's, uses
+// A_{t-1}^{-1}, as above.
+//
+// Choices:
+//   - [SUGGEST] Multi-index features (taylor.go).
+//   - [CODE] Sherman-Morrison on the packed symmetric inverse (linalg.Sym,
+//     MulVec and Rank1): the paper's update, O(r^2) per record (predict r^2,
+//     update r^2/2 multiply-adds). Packed storage keeps A^{-1} exactly
+//     symmetric, which removes the loss-of-symmetry drift that
+//     Sherman-Morrison is known for over millions of updates. The drift of
+//     A^{-1} against a fresh inverse of lambda I + sum v v' was measured
+//     (TestPKAWVTaylorDrift and docs/pkawv.md): relative Frobenius error
+//     5e-12 (M=3, r=165) and 3e-12 (M=4, r=495) after all 59,535 cod-rna
+//     records, cond(A) = 3e4, i.e. at the rounding level of the reference
+//     inverse itself; A^{-1} stayed positive definite. So no periodic
+//     refactorisation is done (it would double the state to keep A).
+//   - [SUGGEST] awv and ridge are computed from the same u.
+//   - [SUGGEST] Only the Gaussian kernel has this basis; another kernel is a
+//     spec error. Inputs should be scaled (eval -scale, or online scaling) so
+//     that exp(-||x||^2/(2 sigma^2)) does not underflow: for ||x|| >> sigma
+//     every feature is near 0 and so is every prediction.
+//   - r is bounded by MaxTaylorFeatures (a spec error beyond, naming r and
+//     its memory).
+//   - [CODE] Predict leaves u and h in scratch; Update reuses them when it
+//     gets the same x with no update in between (checked bit for bit,
+//     bitMemo), else recomputes. The results are identical either way.
+//
+// Cost: O(r^2 + d) time per record, r = C(M+d, M); the state is the packed
+// inverse, 4 r^2 bytes.
+//
+// Parameters and their defaults:
+//   - lambda: the regulariser (1, the paper's experiments), in [1e-8, 1e8].
+//   - M: the Taylor degree (2, the paper's headline setting), in [0, 32],
+//     subject to the bound on r.
+//   - mode: "awv" or "ridge" ("awv").
+//   - kernel.sigma (1; stream 2 sqrt(d)); the kernel must be Gaussian.
+//
+// Loss: square.
+type PKAWVTaylor struct {
 	lambda   float64
 	ridge    bool
 	invSigma float64
@@ -74,7 +90,7 @@ type pkawvTaylor struct {
 
 	// scratch
 	v, u, scaled, bNew []float64
-	memo               kawvMemo
+	memo               bitMemo
 	memoH, memoUB      float64
 }
 
@@ -93,39 +109,39 @@ func newPKAWVTaylor(s *Setup) (Learner, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &pkawvTaylor{
+	l := &PKAWVTaylor{
 		lambda: lambda, ridge: mode == "ridge", invSigma: 1 / g.Sigma,
 		table: taylorTableFor(s.Dim, m), r: r,
 		b: make([]float64, r), v: make([]float64, r), u: make([]float64, r),
 		scaled: make([]float64, s.Dim), bNew: make([]float64, r),
 	}
-	l.memo.init(s.Dim)
+	l.memo = newBitMemo(s.Dim)
 	l.ainv.Reset(r, 1/lambda)
 	return l, nil
 }
 
 // prepare computes v = phi(x), u = A^{-1} v, h = v'u and u'b into scratch.
-func (l *pkawvTaylor) prepare(x []float64) {
-	if l.memo.valid(x, l.t) {
+func (l *PKAWVTaylor) prepare(x []float64) {
+	if l.memo.hit(x, uint64(l.t)) {
 		return
 	}
 	l.table.features(l.v, l.scaled, x, l.invSigma)
 	l.ainv.MulVec(l.u, l.v)
 	l.memoH = linalg.Dot(l.v, l.u)
 	l.memoUB = linalg.Dot(l.u, l.b)
-	l.memo.set(x, l.t)
+	l.memo.store(x, uint64(l.t))
 }
 
 // Predict keeps the numerical contract (input.go): a refused x gives a
 // flagged prediction, a non-finite output is flagged ErrNumerical.
-func (l *pkawvTaylor) Predict(x []float64) Prediction {
+func (l *PKAWVTaylor) Predict(x []float64) Prediction {
 	if err := checkInput(x, len(l.scaled)); err != nil {
 		return invalidPrediction(err)
 	}
 	return finitePrediction(l.predict(x))
 }
 
-func (l *pkawvTaylor) predict(x []float64) Prediction {
+func (l *PKAWVTaylor) predict(x []float64) Prediction {
 	l.prepare(x)
 	y := l.memoUB
 	if !l.ridge {
@@ -134,15 +150,15 @@ func (l *pkawvTaylor) predict(x []float64) Prediction {
 	return Prediction{Value: y, Choice: -1, Prob: 1}
 }
 
-func (l *pkawvTaylor) Update(x []float64, _ Prediction, y float64) error {
+func (l *PKAWVTaylor) Update(x []float64, _ Prediction, y float64) error {
 	if err := updateInputErr("pkawv-taylor", x, len(l.scaled), y); err != nil {
 		return err
 	}
 	l.prepare(x)
 	h := l.memoH
-	// Guard before mutating: h >= 0 in exact arithmetic (A^{-1} is PD); u, y
+	// Guard before mutating: h >= 0 in exact arithmetic (A^{-1} is PD); u
 	// and the new b must be finite.
-	if !(h >= 0) || math.IsInf(h, 0) || isBad(y) || !linalg.AllFinite(l.u) {
+	if !(h >= 0) || math.IsInf(h, 0) || !linalg.AllFinite(l.u) {
 		return fmt.Errorf("pkawv-taylor: update %d: %w", l.t+1, ErrNumerical)
 	}
 	copy(l.bNew, l.b)
@@ -153,17 +169,17 @@ func (l *pkawvTaylor) Update(x []float64, _ Prediction, y float64) error {
 	l.ainv.Rank1(-1/(1+h), l.u)
 	l.b, l.bNew = l.bNew, l.b
 	l.t++
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }
 
 // Size is the number of features r.
-func (l *pkawvTaylor) Size() int { return l.r }
+func (l *PKAWVTaylor) Size() int { return l.r }
 
-func (l *pkawvTaylor) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
+func (l *PKAWVTaylor) MarshalBinary() ([]byte, error) { return l.AppendBinary(nil) }
 
-func (l *pkawvTaylor) AppendBinary(dst []byte) ([]byte, error) {
-	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.ainv.Data)+l.r)), "pkawv-taylor", pkawvTaylorVersion)
+func (l *PKAWVTaylor) AppendBinary(dst []byte) ([]byte, error) {
+	w := NewStateWriter(slices.Grow(dst, 64+8*(len(l.ainv.Data)+l.r)), "pkawv-taylor", pkawvTaylorStateVersion)
 	w.Int(l.r)
 	w.Int(l.t)
 	w.Floats(l.b)
@@ -171,8 +187,8 @@ func (l *pkawvTaylor) AppendBinary(dst []byte) ([]byte, error) {
 	return w.Finish(), nil
 }
 
-func (l *pkawvTaylor) UnmarshalBinary(blob []byte) error {
-	rd, _, err := NewStateReader(blob, "pkawv-taylor", pkawvTaylorVersion)
+func (l *PKAWVTaylor) UnmarshalBinary(blob []byte) error {
+	rd, _, err := NewStateReader(blob, "pkawv-taylor", pkawvTaylorStateVersion)
 	if err != nil {
 		return err
 	}
@@ -191,6 +207,6 @@ func (l *pkawvTaylor) UnmarshalBinary(blob []byte) error {
 		return fmt.Errorf("%w: pkawv-taylor: non-finite numbers in state", ErrState)
 	}
 	l.t, l.b, l.ainv.Data, l.ainv.N = t, b, a, l.r
-	l.memo.invalidate()
+	l.memo.forget()
 	return nil
 }

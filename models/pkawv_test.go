@@ -134,12 +134,12 @@ func TestPKAWVApproachesKAWV(t *testing.T) {
 }
 
 // TestPKAWVTaylorDrift measures the Sherman-Morrison drift of A^{-1} against
-// a fresh inverse of lambda I + sum v v' (docs/pkawv.md S2): this is why no
-// periodic refactorisation is done.
+// a fresh inverse of lambda I + sum v v' (docs/pkawv.md, pkawv-taylor): this
+// is why no periodic refactorisation is done.
 func TestPKAWVTaylorDrift(t *testing.T) {
 	const n, d, m = 20000, 6, 2
 	xs, ys := pkStream(3, n, d, 1)
-	l := pkNew(t, "pkawv-taylor", d, 1, map[string]any{"M": m}).(*pkawvTaylor)
+	l := pkNew(t, "pkawv-taylor", d, 1, map[string]any{"M": m}).(*PKAWVTaylor)
 	pkRun(t, l, xs, ys)
 	r := l.r
 	a := mat.NewSymDense(r, nil)
@@ -309,14 +309,14 @@ func TestPKAWVNystromBudgetAndDeterminism(t *testing.T) {
 	const d = 3
 	xs, ys := pkStream(7, 400, d, 1)
 	params := map[string]any{"beta": 5, "max_budget": 12, "history": 64}
-	run := func(key string) (*pkawvNystrom, []byte) {
+	run := func(key string) (*PKAWVNystrom, []byte) {
 		l, err := New(Spec{Algorithm: "pkawv-nystrom", Dim: d, Params: params, Seed: 11, Scale: paperScale}, key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pkRun(t, l, xs, ys)
 		b, _ := l.MarshalBinary()
-		return l.(*pkawvNystrom), b
+		return l.(*PKAWVNystrom), b
 	}
 	l1, b1 := run("a")
 	_, b2 := run("a")
@@ -382,11 +382,11 @@ func TestPKAWVParamValidation(t *testing.T) {
 
 // TestKORSLeverageExact: with every point taken (p = 1, weights 1), KORS's
 // tau equals (1+eps) [K (K + mu I)^{-1}]_{tt} on the dictionary plus x_t
-// (docs/pkawv.md [DERIVED]); this checks the bordered inverse updates of Minv.
+// ([DERIVED], PKAWVNystrom); this checks the bordered inverse updates of Minv.
 func TestKORSLeverageExact(t *testing.T) {
 	const n, d, mu, eps = 12, 3, 0.3, 0.5
 	xs, ys := pkStream(10, n+1, d, 1)
-	l := pkNew(t, "pkawv-nystrom", d, 0.5, map[string]any{"beta": 1e12, "mu": mu, "eps": eps, "max_budget": 64, "history": 64}).(*pkawvNystrom)
+	l := pkNew(t, "pkawv-nystrom", d, 0.5, map[string]any{"beta": 1e12, "mu": mu, "eps": eps, "max_budget": 64, "history": 64}).(*PKAWVNystrom)
 	pkRun(t, l, xs[:n], ys[:n])
 	if l.Size() != n {
 		t.Fatalf("dictionary has %d points, want %d", l.Size(), n)

@@ -1,41 +1,5 @@
 package models
 
-// RF-OKS++ and RF-IOKS: the bounded-memory, time-budgeted kernel selectors of
-//
-//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
-//	Bandit Feedback", ECML-PKDD 2022, Sec. 5, eq. (8), App. D-F, Algorithms 3
-//	and 4 (docs/kernel-selection.md).
-//
-// Each arm i is a linear model on Gaussian random Fourier features
-//
-//	z_i(x) = (1/sqrt(D)) [cos(w_1'x/sigma_i), sin(w_1'x/sigma_i), ..., cos(w_D'x/sigma_i), sin(w_D'x/sigma_i)]  in R^{2D}
-//
-// with f_i(x) = v_i' z_i(x), and the projected importance-weighted step of eq. (8):
-//
-//	v_i <- v_i - lambda_{t,i} l'_t z_i(x_t) / p_{t,i},   then clip every coordinate to [-clip, clip].
-//
-// The outer level is OKS++'s (oks_plus.go, RF-OKS++ = App. F Alg. 3, ctilde =
-// c/p without clipping) or IOKS's (ioks.go, RF-IOKS = Alg. 4, with
-// ||z||^2 = 1 in lambda's gradient sum). Only the sampled arm's features are
-// computed, so a round costs O(D d + D) whatever K is.
-//
-// Choices from the spec:
-//   - [RECON] the garbled RFF covariance is sigma^{-2} I_d: w ~ N(0, sigma_i^{-2} I).
-//   - [CODE] one shared matrix Omega in R^{D x d} of N(0,1) entries serves all K
-//     kernels; arm i uses Omega x / sigma_i. D counts frequencies, the
-//     feature vector has 2D entries (cos and sin).
-//   - [CODE]/[SUGGEST] clip defaults to U/sqrt(D) (D = number of frequencies),
-//     as the authors' code; it bounds ||v||_2 by sqrt(2) U.
-//   - [SUGGEST] (docs/kernel-selection.md) Omega is drawn from a PRNG seeded by one
-//     64-bit word taken from the key's PRNG when the learner is built; the
-//     state stores that word, not the D x d matrix, and Omega is regenerated
-//     from it on restore when it differs. State size: 8 K (2D) bytes for the
-//     weights + 8 bytes seed + O(K) accumulators (D = 400, K = 6: ~38 KB);
-//     Omega takes 8 D d bytes of memory (not state) per learner in memory.
-//
-// Params: rf-oks++: sigmas, U, C0, G, variant, D, clip; rf-ioks: sigmas, U, T,
-// G1, lmax, alpha, eta, delta, upsilon, D, clip.
-
 import (
 	"fmt"
 	"math"
@@ -50,10 +14,9 @@ func init() {
 		Summary: "RF-OKS++ (Li & Liao 2022 App. F Alg. 3): OKS++ over D random Fourier features per width; bounded memory and time",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newOKSPlusRule(s, len(sigmas))
-			rng := NewRand(s.Seed)
-			arms := newRFArms(s, sigmas, rule.radius(), rng)
-			return newOKSLearner("rf-oks++", s, sigmas, rule, arms, rng), nil
+			l := new(RFOKSPlus)
+			l.initRFForm("rf-oks++", s, sigmas, newOKSPlusRule(s, len(sigmas)))
+			return l, nil
 		},
 	})
 	Register(Algorithm{
@@ -62,26 +25,97 @@ func init() {
 		Summary: "RF-IOKS (Li & Liao 2022 App. F Alg. 4): IOKS over D random Fourier features per width; bounded memory and time",
 		New: func(s *Setup) (Learner, error) {
 			sigmas := oksReadSigmas(s)
-			rule := newIOKSRule(s, len(sigmas))
-			rng := NewRand(s.Seed)
-			arms := newRFArms(s, sigmas, rule.radius(), rng)
-			return newOKSLearner("rf-ioks", s, sigmas, rule, arms, rng), nil
+			l := new(RFIOKS)
+			l.initRFForm("rf-ioks", s, sigmas, newIOKSRule(s, len(sigmas)))
+			return l, nil
 		},
 	})
 }
 
+// RFOKSPlus is RF-OKS++, OKS++ over random Fourier features (algorithm
+// "rf-oks++"), the bounded-memory, time-budgeted form of OKSPlus from J. Li
+// and S. Liao, "Improved Regret Bounds for Online Kernel Selection under
+// Bandit Feedback", ECML-PKDD 2022 [Li & Liao 2022, Sec. 5, eq. 8, App. D-F,
+// App. F Alg. 3]. It is one of the five kernel selectors of oksLearner
+// (oks_learner.go); its arms are rfArms (rf_oks.go). Notes and measurements:
+// docs/kernel-selection.md.
+//
+// The outer level is OKSPlus' (ctilde = c/p, no clipping). Each arm i is a
+// linear model on Gaussian random Fourier features [Rahimi & Recht 2007]
+//
+//	z_i(x) = (1/sqrt(D)) [cos(w_1'x/sigma_i), sin(w_1'x/sigma_i), ..., cos(w_D'x/sigma_i), sin(w_D'x/sigma_i)]  in R^{2D}
+//
+// with f_i(x) = v_i' z_i(x) and the projected importance-weighted step of
+// eq. 8:
+//
+//	v_i <- v_i - lambda_{t,i} l'_t z_i(x_t) / p_{t,i},   then clip every coordinate to [-clip, clip].
+//
+// Only the sampled arm's features are computed, so a round costs O(D d + D)
+// whatever K is. The choices about the features are rfArms'.
+//
+// Cost: O(D d + D + K) per record; memory O(D d + K D), of which 2 K D
+// weights are state.
+//
+// Parameters and their defaults: OKSPlus' (sigmas, U, C0, G, variant; no
+// max_budget), and
+//   - D: random frequencies per width (400), in [1, 65536]; the feature
+//     vector has 2D entries.
+//   - clip: the bound of every weight (U/sqrt(D), as the authors' code).
+//
+// Losses: square (default), logistic, squared-hinge.
+type RFOKSPlus struct{ oksLearner }
+
+// RFIOKS is RF-IOKS, IOKS over random Fourier features (algorithm "rf-ioks"),
+// the bounded-memory, time-budgeted form of IOKS from J. Li and S. Liao,
+// "Improved Regret Bounds for Online Kernel Selection under Bandit Feedback",
+// ECML-PKDD 2022 [Li & Liao 2022, Sec. 5, eq. 8, App. D-F, Alg. 4]. It is one
+// of the five kernel selectors of oksLearner (oks_learner.go); its arms are
+// rfArms (rf_oks.go), as RFOKSPlus'. Notes and measurements:
+// docs/kernel-selection.md.
+//
+// The outer level is IOKS', with ||z||^2 = 1 in lambda's gradient sum; each
+// arm is a linear model on 2D random Fourier features of its width, stepped
+// by eq. 8 and clipped coordinatewise (see RFOKSPlus).
+//
+// Cost: O(D d + D + K) per record; memory O(D d + K D), of which 2 K D
+// weights are state.
+//
+// Parameters and their defaults: IOKS' (sigmas, U, T, G1, lmax, alpha, eta,
+// delta, upsilon; no max_budget), and
+//   - D: random frequencies per width (400), in [1, 65536].
+//   - clip: the bound of every weight (U/sqrt(D), as the authors' code).
+//
+// Losses: absolute (default), square, logistic, hinge.
+type RFIOKS struct{ oksLearner }
+
 // maxRFFrequencies bounds D (memory D d + 2 D K floats per learner).
 const maxRFFrequencies = 1 << 16
 
-// rfArms holds the K random-feature arms and the shared frequency matrix.
+// rfArms holds the K random-feature arms of RFOKSPlus and RFIOKS and their
+// shared frequency matrix [Li & Liao 2022, Sec. 5, eq. 8, App. D-F]: arm i is
+// f_i(x) = v_i' z_i(x) on 2D Gaussian random Fourier features of width
+// sigma_i. Choices:
+//   - [RECON] The garbled covariance of the features is read as sigma^{-2} I_d:
+//     w ~ N(0, sigma_i^{-2} I).
+//   - [CODE] One shared matrix Omega in R^{D x d} of N(0,1) entries serves all
+//     K kernels; arm i uses Omega x / sigma_i. D counts frequencies, the
+//     feature vector has 2D entries (cos and sin).
+//   - [CODE] [SUGGEST] clip defaults to U/sqrt(D) (D the number of
+//     frequencies), as the authors' code; it bounds ||v||_2 by sqrt(2) U.
+//   - [SUGGEST] Omega is drawn from a PRNG seeded by one 64-bit word taken
+//     from the key's PRNG when the learner is built; the state stores that
+//     word, not the D x d matrix, and Omega is regenerated from it on restore
+//     when it differs. State size: 8 K (2D) bytes for the weights, 8 bytes of
+//     seed and O(K) accumulators (D = 400, K = 6: about 38 KB); Omega takes
+//     8 D d bytes of memory (not state) per learner.
 type rfArms struct {
-	d, nf  int       // input dimension, D
-	seed   uint64    // seed of Omega (state)
-	omega  []float64 // N(0,1) frequencies stored d x D: row k holds coordinate k of every w_j
-	invSig []float64 // 1/sigma_i
-	clip   float64
-	norm   float64   // 1/sqrt(D)
-	w      []float64 // K x 2D weights, row-major
+	dim, nf int       // input dimension, D
+	seed    uint64    // seed of Omega (state)
+	omega   []float64 // N(0,1) frequencies stored d x D: row k holds coordinate k of every w_j
+	invSig  []float64 // 1/sigma_i
+	clip    float64
+	norm    float64   // 1/sqrt(D)
+	w       []float64 // K x 2D weights, row-major
 	// scratch caches: u = Omega x for uMemo.x; z = z_i(x) for zMemo.x and
 	// the arm i = zMemo.ver
 	u     []float64
@@ -101,7 +135,7 @@ func newRFArms(s *Setup, sigmas []float64, u float64, rng *Rand) *rfArms {
 		nf = 1
 	}
 	b := &rfArms{
-		d: s.Dim, nf: nf, clip: clip, norm: 1 / math.Sqrt(float64(nf)),
+		dim: s.Dim, nf: nf, clip: clip, norm: 1 / math.Sqrt(float64(nf)),
 		invSig: make([]float64, len(sigmas)),
 		w:      make([]float64, len(sigmas)*2*nf),
 		u:      make([]float64, nf), uMemo: newPredictMemo(s.Dim), nz: make([]int, 0, s.Dim),
@@ -113,6 +147,15 @@ func newRFArms(s *Setup, sigmas []float64, u float64, rng *Rand) *rfArms {
 	b.seed = rng.Uint64()
 	b.omega = drawFrequencies(b.seed, nf, s.Dim)
 	return b
+}
+
+// initRFForm makes l the random-feature selector name (RF-OKS++, RF-IOKS)
+// with the candidate widths sigmas and the rule: its arms draw the seed of
+// their frequencies from the key's PRNG, which l then keeps.
+func (l *oksLearner) initRFForm(name string, s *Setup, sigmas []float64, rule oksSelectionRule) {
+	rng := NewRand(s.Seed)
+	arms := newRFArms(s, sigmas, rule.radius(), rng)
+	l.init(name, s, sigmas, rule, arms, rng)
 }
 
 // drawFrequencies returns the D frequencies w_j ~ N(0, I_d) drawn from seed,
@@ -195,7 +238,7 @@ func (b *rfArms) predict(i int, x []float64) float64 {
 func (b *rfArms) stage(i int, x []float64, coef, _ float64) bool {
 	// |z_j| <= 1/sqrt(D) and |v_j| <= clip, so v_j + coef z_j is finite
 	// whenever coef / sqrt(D) is.
-	if isBad(coef*b.norm) || !linalg.AllFinite(x) {
+	if isBad(coef * b.norm) {
 		return false
 	}
 	b.features(i, x)
@@ -214,14 +257,14 @@ func (b *rfArms) commit() {
 func (b *rfArms) size() int { return b.nf }
 
 func (b *rfArms) marshal(w *StateWriter) {
-	w.Int(b.d)
+	w.Int(b.dim)
 	w.Int(b.nf)
 	w.Uint(b.seed)
 	w.Floats(b.w)
 }
 
 func (b *rfArms) unmarshal(r *StateReader) func() {
-	r.Check(r.Int() == b.d, "input dimension differs from the spec")
+	r.Check(r.Int() == b.dim, "input dimension differs from the spec")
 	r.Check(r.Int() == b.nf, "number of random frequencies D differs from the spec")
 	seed := r.Uint()
 	w := r.Floats(nil)
@@ -234,7 +277,7 @@ func (b *rfArms) unmarshal(r *StateReader) func() {
 	return func() {
 		if seed != b.seed {
 			b.seed = seed
-			b.omega = drawFrequencies(seed, b.nf, b.d)
+			b.omega = drawFrequencies(seed, b.nf, b.dim)
 		}
 		copy(b.w, w)
 		b.uMemo.forget()

@@ -83,10 +83,10 @@ type s0Restorer interface {
 	snapshot() func()
 }
 
-func (l *kogd) snapshot() func() {
+func (l *KOGD) snapshot() func() {
 	n, a, n2, g2 := len(l.a), append([]float64(nil), l.a...), l.n2, l.g2
 	return func() {
-		l.dict = l.dict[:n*l.d]
+		l.dict = l.dict[:n*l.dim]
 		l.a = l.a[:n]
 		copy(l.a, a)
 		l.kv = l.kv[:n]
@@ -94,11 +94,11 @@ func (l *kogd) snapshot() func() {
 	}
 }
 
-func (l *kons) snapshot() func() {
+func (l *KONS) snapshot() func() {
 	n := len(l.c)
 	c, dg, m := append([]float64(nil), l.c...), append([]float64(nil), l.dg...), append([]float64(nil), l.minv.Data...)
 	return func() {
-		l.dict = l.dict[:n*l.d]
+		l.dict = l.dict[:n*l.dim]
 		l.c, l.dg = l.c[:n], l.dg[:n]
 		copy(l.c, c)
 		copy(l.dg, dg)

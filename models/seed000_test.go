@@ -53,7 +53,8 @@ func s0Specs() []Spec {
 }
 
 // AOGD-ALD with alpha = 0 and no cap appends every point (ALD never holds), so
-// it must be KOGD with the same adaptive rate (docs/regression.md, issue 2 oracle test).
+// it must be KOGD with the same adaptive rate (docs/regression.md, the oracle
+// test).
 func TestSeed000AOGDALDAlphaZeroIsKOGD(t *testing.T) {
 	xs, ys := s0Data(300, 4, 1)
 	ref := mustNew(t, gaussianSpec("kogd", 4, 0.7, map[string]any{"U": 0.5}), "key")
@@ -68,7 +69,7 @@ func TestSeed000AOGDALDAlphaZeroIsKOGD(t *testing.T) {
 		t.Fatalf("sizes: aogd-ald %d, kogd %d, rounds %d", aogd.Size(), ref.Size(), len(xs))
 	}
 	// The test must not be vacuous: the projection onto the U-ball is active.
-	if n2 := ref.(*kogd).n2; n2 != 0.25 {
+	if n2 := ref.(*KOGD).n2; n2 != 0.25 {
 		t.Fatalf("kogd ||f||^2 = %v: the ball projection was never active", n2)
 	}
 	t.Logf("max |diff| = %.3g", worst)
@@ -148,7 +149,7 @@ func s0Solve3(A [][]float64, b []float64) []float64 {
 // B0 on (exact KOGD, Alg. 1 lines 13-15) every round appends, until max_budget.
 func TestSeed000AOGDALDPhasesAndCap(t *testing.T) {
 	xs, ys := s0Data(400, 3, 4)
-	l := mustNew(t, gaussianSpec("aogd-ald", 3, 0.6, map[string]any{"alpha": 0.3, "B0": 6, "max_budget": 50}), "key").(*aogdALD)
+	l := mustNew(t, gaussianSpec("aogd-ald", 3, 0.6, map[string]any{"alpha": 0.3, "B0": 6, "max_budget": 50}), "key").(*AOGDALD)
 	reached := -1
 	for i, x := range xs {
 		before := l.Size()
@@ -359,15 +360,15 @@ func TestSeed000Params(t *testing.T) {
 	// Defaults that come from the horizon T.
 	// Theorem 3.2 gives B0 = 537 for d = 18, T = 16599; it is clamped to
 	// max_budget (default 256), and 537 comes back when the cap allows it.
-	l := mustNew(t, gaussianSpec("aogd-ald", 18, 8, map[string]any{"T": 16599}), "key").(*aogdALD)
+	l := mustNew(t, gaussianSpec("aogd-ald", 18, 8, map[string]any{"T": 16599}), "key").(*AOGDALD)
 	if math.Abs(l.alpha-25.0/16599) > 1e-15 || l.b0 != 256 || l.u != 2 || l.maxBudget != 256 {
 		t.Fatalf("aogd-ald defaults: alpha %v B0 %d U %v max_budget %d", l.alpha, l.b0, l.u, l.maxBudget)
 	}
-	l = mustNew(t, gaussianSpec("aogd-ald", 18, 8, map[string]any{"T": 16599, "max_budget": 1024}), "key").(*aogdALD)
+	l = mustNew(t, gaussianSpec("aogd-ald", 18, 8, map[string]any{"T": 16599, "max_budget": 1024}), "key").(*AOGDALD)
 	if l.b0 != 537 {
 		t.Fatalf("aogd-ald B0 %d with max_budget 1024, want 537 (Theorem 3.2)", l.b0)
 	}
-	n := mustNew(t, gaussianSpec("nons-ald", 18, 8, nil), "key").(*nonsALD)
+	n := mustNew(t, gaussianSpec("nons-ald", 18, 8, nil), "key").(*NONSALD)
 	if n.alpha != 25.0/10000 || n.u != 1 || n.mu != 1 || n.eta != 1.0/8 {
 		t.Fatalf("nons-ald defaults: alpha %v U %v mu %v eta %v", n.alpha, n.u, n.mu, n.eta)
 	}

@@ -136,10 +136,10 @@ func TestStreamDefaultsResolve(t *testing.T) {
 	none := ScaleSpec{X: "none", Y: "none"}
 	gamma := func(l Learner) float64 {
 		switch v := l.(type) {
-		case *nonsALD:
-			return v.kern.(*Gaussian).gamma
-		case *forks:
-			return v.kern.(*Gaussian).gamma
+		case *NONSALD:
+			return v.kernel.(*Gaussian).gamma
+		case *FORKS:
+			return v.kernel.(*Gaussian).gamma
 		}
 		t.Fatalf("no kernel for %T", l)
 		return 0
@@ -158,8 +158,8 @@ func TestStreamDefaultsResolve(t *testing.T) {
 		t.Errorf("explicit sigma: gamma %v, want 1/18", g)
 	}
 
-	n := inner(Spec{Algorithm: "nons-ald", Dim: 8}).(*nonsALD)
-	np := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: none}).(*nonsALD)
+	n := inner(Spec{Algorithm: "nons-ald", Dim: 8}).(*NONSALD)
+	np := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: none}).(*NONSALD)
 	if n.u != nonsStreamU || n.maxBudget != nonsStreamBudget || np.u != 1 || np.maxBudget != 256 {
 		t.Errorf("nons-ald U, max_budget: stream %v %d, paper %v %d", n.u, n.maxBudget, np.u, np.maxBudget)
 	}
@@ -167,27 +167,27 @@ func TestStreamDefaultsResolve(t *testing.T) {
 		t.Errorf("nons-ald stream eta %v does not follow U", n.eta)
 	}
 	// U stays the paper's when the target is not standardised.
-	if u := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: ScaleSpec{X: "standard", Y: "none"}}).(*nonsALD).u; u != 1 {
+	if u := inner(Spec{Algorithm: "nons-ald", Dim: 8, Scale: ScaleSpec{X: "standard", Y: "none"}}).(*NONSALD).u; u != 1 {
 		t.Errorf("nons-ald with scale.y none: U %v, want 1", u)
 	}
 
-	f := inner(Spec{Algorithm: "forks", Dim: 8}).(*forks)
-	fp := inner(Spec{Algorithm: "forks", Dim: 8, Scale: none}).(*forks)
+	f := inner(Spec{Algorithm: "forks", Dim: 8}).(*FORKS)
+	fp := inner(Spec{Algorithm: "forks", Dim: 8, Scale: none}).(*FORKS)
 	if f.k != 40 || f.sm != 40 || f.bound != 2 || f.window != forksDefaultWindow {
 		t.Errorf("forks stream k %d sm %d C %v window %d", f.k, f.sm, f.bound, f.window)
 	}
 	if fp.k != 10 || fp.sm != 20 || fp.bound != 1 || fp.window != forksDefaultWindow {
 		t.Errorf("forks paper k %d sm %d C %v window %d", fp.k, fp.sm, fp.bound, fp.window)
 	}
-	if w := inner(Spec{Algorithm: "forks", Dim: 8, Params: map[string]any{"window": 0, "k": 7}}).(*forks); w.window != 0 || w.k != 7 {
+	if w := inner(Spec{Algorithm: "forks", Dim: 8, Params: map[string]any{"window": 0, "k": 7}}).(*FORKS); w.window != 0 || w.k != 7 {
 		t.Errorf("explicit window 0, k 7: got %d, %d", w.window, w.k)
 	}
 
-	o := inner(Spec{Algorithm: "oks++", Dim: 16}).(*oksLearner)
+	o := oksOf(inner(Spec{Algorithm: "oks++", Dim: 16}))
 	if len(o.sigmas) != 4 || o.sigmas[0] != 4 || o.sigmas[3] != 32 || o.rule.radius() != oksStreamU {
 		t.Errorf("oks++ stream widths %v, U %v", o.sigmas, o.rule.radius())
 	}
-	op := inner(Spec{Algorithm: "oks++", Dim: 16, Scale: none}).(*oksLearner)
+	op := oksOf(inner(Spec{Algorithm: "oks++", Dim: 16, Scale: none}))
 	if len(op.sigmas) != 6 || op.sigmas[0] != 0.25 || op.rule.radius() != 1 {
 		t.Errorf("oks++ paper widths %v, U %v", op.sigmas, op.rule.radius())
 	}

@@ -6,35 +6,31 @@ import (
 	"sync"
 )
 
-// Taylor feature map of the Gaussian kernel (Jézéquel, Gaillard & Rudi,
-// NeurIPS 2019, "Efficient online learning with kernels for adversarial large
-// scale problems" [P002], sec. 3.1 eq. 6, App. D; docs/pkawv.md).
-//
-// For a multi-index k in N0^d with |k| <= M:
-//
-//	g_k(x) = exp(-||x||^2/(2 sigma^2)) * prod_i (x_i/sigma)^{k_i} / sqrt(k_i!)
-//
-// The g_k are orthonormal in the Gaussian RKHS (Lemma 11), so the embedding
-// needs no Q^{-1/2} (App. H eq. 37 with Q = I), and sum_k g_k(x) g_k(x') is the
-// order-M Taylor truncation of exp(x.x'/sigma^2) times the two exponential
-// factors (Lemma 12); the truncation error is at most
-// (R/sigma)^{2M+2}/(M+1)! when ||x||, ||x'|| <= R (Lemma 13).
-//
-// [SUGGEST] multi-indices (r = C(M+d, M) features), not the paper
-// code's ordered tuples (sum_k d^k features): same inner products, smaller state.
-// [SUGGEST] every feature of degree j >= 1 is computed from one parent of
-// degree j-1 by one multiplication, so a feature vector costs O(r + d) with no
-// pow or factorial at run time. The table depends on (d, M) only and is shared
-// by every learner with that shape.
-
 // MaxTaylorFeatures bounds r = C(M+d, M). A PKAWV-Taylor learner keeps a
 // packed r x r inverse (4 r^2 bytes): at the bound that is 268 MB per key and
 // O(r^2) = 67M multiply-adds per record. d = 18 with M = 4 (r = 7315) fits;
 // d = 68 with M = 4 (r = 1,028,790, 4.2 TB) is refused with a spec error.
 const MaxTaylorFeatures = 8192
 
-// taylorTable is the multi-index enumeration for one (d, M): feature f >= 1 is
-// feature parent[f] times x[coord[f]]/sigma times mult[f] (= 1/sqrt(k_coord)).
+// taylorTable is the multi-index enumeration of the Taylor feature map of the
+// Gaussian kernel for one (d, M) [Jézéquel et al. 2019, Sec. 3.1, eq. 6,
+// App. D]: feature f >= 1 is feature parent[f] times x[coord[f]]/sigma times
+// mult[f] (= 1/sqrt(k_coord)). For a multi-index k in N0^d with |k| <= M:
+//
+//	g_k(x) = exp(-||x||^2/(2 sigma^2)) * prod_i (x_i/sigma)^{k_i} / sqrt(k_i!)
+//
+// The g_k are orthonormal in the Gaussian RKHS (Lemma 11), so the embedding
+// needs no Q^{-1/2} (App. H eq. 37 with Q = I), and sum_k g_k(x) g_k(x') is
+// the order-M Taylor truncation of exp(x.x'/sigma^2) times the two
+// exponential factors (Lemma 12); the truncation error is at most
+// (R/sigma)^{2M+2}/(M+1)! when ||x||, ||x'|| <= R (Lemma 13).
+//
+// [SUGGEST] Multi-indices (r = C(M+d, M) features), not the authors' code's
+// ordered tuples (sum_k d^k features): the same inner products, a smaller
+// state. [SUGGEST] Every feature of degree j >= 1 is computed from one parent
+// of degree j-1 by one multiplication, so a feature vector costs O(r + d)
+// with no pow or factorial at run time. The table depends on (d, M) only and
+// is shared by every learner with that shape.
 type taylorTable struct {
 	d, m   int
 	parent []int32

@@ -1,41 +1,5 @@
 package models
 
-// TISVD: Truncated Incremental SVD, Algorithm 2 (Appendix B.2) and Eqs. 6-9
-// of Wen et al., "Fast Second-Order Online Kernel Learning Through
-// Incremental Matrix Sketching and Decomposition" (arXiv 2410.11188 v2),
-// in the symmetric form the reconstruction recommends (docs/forks.md [SUGGEST]).
-//
-// FORKS applies it to M = Phi_pp, which is symmetric, with a symmetric
-// update Delta_1 Delta_2^T = X G X^T (X = [s_p, a], G = [[kappa, 1], [1, 0]],
-// Eq. 12). With U = V and P = Q, Algorithm 2 becomes:
-//
-//	lines 1-3:  Y = (I - V V^T) X,  P = orthonormal basis of col(Y)
-//	lines 4-5:  R = P^T (I - V V^T) X = P^T X
-//	line 6:     H = [Lambda 0; 0 0] + [V^T X; R] G [V^T X; R]^T        (Eq. 8)
-//	line 7:     H = W Omega W^T, keep the k largest eigenvalues
-//	lines 9-11: V <- [V P] W_k, Lambda <- Omega_k                        (Eq. 9)
-//
-// which keeps M ~ V Lambda V^T with V orthonormal (s_p x k). Choices from the
-// spec, all tagged there:
-//   - [SUGGEST] P comes from Gram-Schmidt with a second pass against V
-//     and P ("twice is enough") and drops directions whose residual norm is
-//     below 1e-10 ||X_j||, so Delta's true rank (<= 2) is used, not a fixed 3
-//     columns as in the reference code ([CODE] bug).
-//   - [SUGGEST] the eigenvalues kept are the k largest (algebraic), so a
-//     sketch that lost PSD-ness under the reference-code psi keeps its
-//     dominant positive directions; the feature map clamps negatives to 0.
-//   - [SUGGEST] orthogonality safeguard: after every update
-//     ||V^T V - I||_F is measured (O(s_p k^2), the cost of Eq. 9 itself) and
-//     above 1e-9 V is re-orthonormalised without Phi_pp: V = QR (modified
-//     Gram-Schmidt), R Lambda R^T = W Omega W^T, V <- Q W, Lambda <- Omega.
-//     This is exact for the current rank-k approximation.
-//   - Cost per update O(s_p k (k+c) + (k+c)^3), the paper's Remark 1 read as
-//     in docs/forks.md [R]. The small eigenproblem uses linalg.SymEig (Jacobi), so an
-//     update allocates nothing.
-//
-// Updates write into V/Lambda "next" buffers; commit swaps them in, so a
-// caller can drop an update whose result is not finite (numerical guard).
-
 import (
 	"fmt"
 	"math"
@@ -49,7 +13,40 @@ const (
 	tisvdOrthoTol = 1e-9  // ||V^T V - I||_F that triggers re-orthonormalisation
 )
 
-// tisvd keeps the rank-k eigen-factors of an n x n symmetric matrix.
+// tisvd keeps the rank-k eigen-factors of an n x n symmetric matrix by the
+// Truncated Incremental SVD of [Wen et al. 2024, Alg. 2, App. B.2, eq. 6-9],
+// in its symmetric form [SUGGEST].
+//
+// FORKS applies it to M = Phi_pp, which is symmetric, with a symmetric update
+// Delta_1 Delta_2^T = X G X^T (X = [s_p, a], G = [[kappa, 1], [1, 0]], eq. 12).
+// With U = V and P = Q, Algorithm 2 becomes:
+//
+//	lines 1-3:  Y = (I - V V^T) X,  P = orthonormal basis of col(Y)
+//	lines 4-5:  R = P^T (I - V V^T) X = P^T X
+//	line 6:     H = [Lambda 0; 0 0] + [V^T X; R] G [V^T X; R]^T        (eq. 8)
+//	line 7:     H = W Omega W^T, keep the k largest eigenvalues
+//	lines 9-11: V <- [V P] W_k, Lambda <- Omega_k                        (eq. 9)
+//
+// which keeps M ~ V Lambda V^T with V orthonormal (s_p x k). Choices:
+//   - [SUGGEST] P comes from Gram-Schmidt with a second pass against V and P
+//     ("twice is enough") and drops directions whose residual norm is below
+//     1e-10 ||X_j||, so Delta's true rank (<= 2) is used. The authors' code
+//     [CODE] takes a fixed 3 columns, whose third is not orthogonal to V:
+//     [V P] is then not orthonormal and eq. 7 no longer holds.
+//   - [SUGGEST] The eigenvalues kept are the k largest (algebraic), so a
+//     sketch that lost PSD-ness under the authors' psi keeps its dominant
+//     positive directions; the feature map clamps negatives to 0.
+//   - [SUGGEST] Orthogonality safeguard: after every update ||V^T V - I||_F is
+//     measured (O(s_p k^2), the cost of eq. 9 itself) and above 1e-9 V is
+//     re-orthonormalised without Phi_pp: V = QR (modified Gram-Schmidt),
+//     R Lambda R^T = W Omega W^T, V <- Q W, Lambda <- Omega. This is exact for
+//     the current rank-k approximation.
+//   - [RECON] The cost per update is O(s_p k (k+c) + (k+c)^3), the paper's
+//     Remark 1 read for c update columns. The small eigenproblem uses
+//     linalg.SymEig (Jacobi), so an update allocates nothing.
+//
+// Updates write into V/Lambda "next" buffers; commit swaps them in, so a
+// caller can drop an update whose result is not finite (numerical guard).
 type tisvd struct {
 	n, k, c int       // rows, rank, max update columns
 	V       []float64 // n x k row-major, orthonormal columns

@@ -1,48 +1,5 @@
 package models
 
-// Shared machinery of the online kernel selection learners of
-//
-//	J. Li, S. Liao, "Improved Regret Bounds for Online Kernel Selection under
-//	Bandit Feedback", ECML-PKDD 2022 (docs/kernel-selection.md).
-//
-// Every algorithm of the family (oks, oks++, ioks, rf-oks++, rf-ioks) is one
-// oksLearner: K base learners ("arms"), one per Gaussian width sigma_i, and a
-// selection rule over them. Each round the learner samples one arm
-// I_t ~ p_t from the key's PRNG, predicts f_{t,I_t}(x_t), and on the label
-// computes only that arm's loss (bandit feedback, docs/kernel-selection.md). The rule turns
-// the importance-weighted loss into the next distribution p_{t+1} and the
-// played arm's step size lambda_{t,I_t}; the arm then takes the projected,
-// importance-weighted gradient step of docs/kernel-selection.md (eq. (2) in kernel form,
-// eq. (8) in random-feature form).
-//
-// Rules: oks.go (Algorithm 1, Yang et al. 2012), oks_plus.go (OKS++, Sec. 3,
-// App. F Alg. 3), ioks.go (IOKS, Sec. 4, Alg. 2). Arms: kernelArms in this
-// file (kernel expansion, bounded by max_budget) and rfArms in rf_oks.go.
-//
-// Delayed labels. Predict returns the sampled arm in Prediction.Choice, its
-// probability p_{t,I_t} in Prediction.Prob and q_{t,I_t} in Prediction.Aux, so
-// a label that arrives after other updates still updates the arm that
-// predicted, with the importance weight it was sampled with. The loss and its
-// derivative are taken at the served prediction Prediction.Value; the RKHS
-// norm recurrence (docs/kernel-selection.md) needs the arm's *current* value at x, which
-// Update recomputes unless the arm is unchanged since Predict (the common,
-// synchronous case; a scratch cache, not state, makes that free).
-//
-// Memory [SUGGEST, docs/kernel-selection.md]: the paper's kernel-form arms store every
-// played example. Here each arm holds at most max_budget support vectors;
-// at the cap a step is projected onto the nearest support vector or replaces
-// the smallest coefficient, whichever perturbs f less in RKHS norm (see
-// kernelArms). The RF forms (rf_oks.go) are bounded by construction.
-//
-// Other [SUGGEST] choices: exponential weights are normalised by a softmax
-// shifted by the smallest cumulative loss (docs/kernel-selection.md); the squared RKHS
-// norm is clamped at 0 before sqrt ; every update computes all new
-// scalars, the next distributions and the arm step into scratch first, and
-// commits only when all are finite (numerical guard).
-//
-// Capability: every learner of the family implements KernelSelector, so the
-// consumer's metrics and eval can show which width is winning.
-
 import (
 	"errors"
 	"fmt"
@@ -136,7 +93,8 @@ type oksSelectionRule interface {
 	unmarshal(r *StateReader) (install func())
 }
 
-// oksArmBank is the set of K base learners.
+// oksArmBank is the set of K base learners. The x they get has passed
+// Update's input check (updateInputErr: the spec's length, finite).
 type oksArmBank interface {
 	// predict returns f_i(x); it may fill a scratch cache, nothing else.
 	predict(i int, x []float64) float64
@@ -149,7 +107,44 @@ type oksArmBank interface {
 	unmarshal(r *StateReader) (install func())
 }
 
-// oksLearner is one key's kernel selector: arms + rule + sampling distribution.
+// oksLearner is one key's kernel selector, the learner behind OKS, OKSPlus,
+// IOKS, RFOKSPlus and RFIOKS [Li & Liao 2022]: K base learners ("arms"), one
+// per Gaussian width sigma_i, and a selection rule over them. Each round it
+// samples one arm I_t ~ p_t from the key's PRNG, predicts f_{t,I_t}(x_t), and
+// on the label computes only that arm's loss (bandit feedback). The rule turns
+// the importance-weighted loss into the next distribution p_{t+1} and the
+// played arm's step size lambda_{t,I_t}; the arm then takes the projected,
+// importance-weighted gradient step ([Li & Liao 2022, eq. 2] in kernel form,
+// eq. 8 in random-feature form).
+//
+// Rules: oksRule (oks.go, [Li & Liao 2022, Alg. 1], after [Yang et al. 2012]),
+// oksPlusRule (oks_plus.go, Sec. 3, App. F Alg. 3), ioksRule (ioks.go, Sec. 4,
+// Alg. 2). Arms: kernelArms (oks_arms.go, kernel expansion, bounded by
+// max_budget) and rfArms (rf_oks.go, random features).
+//
+// Delayed labels. Predict returns the sampled arm in Prediction.Choice, its
+// probability p_{t,I_t} in Prediction.Prob and q_{t,I_t} in Prediction.Aux, so
+// a label that arrives after other updates still updates the arm that
+// predicted, with the importance weight it was sampled with. The loss and its
+// derivative are taken at the served prediction Prediction.Value; the RKHS
+// norm recurrence needs the arm's current value at x, which Update recomputes
+// unless the arm is unchanged since Predict (the common, synchronous case; a
+// scratch cache, not state, makes that free).
+//
+// Memory [SUGGEST]: the paper's kernel-form arms store every played example.
+// Here each arm holds at most max_budget support vectors; at the cap a step
+// is projected onto the nearest support vector or replaces the smallest
+// coefficient, whichever perturbs f less in RKHS norm (kernelArms). The
+// random-feature forms are bounded by construction.
+//
+// Other [SUGGEST] choices: the exponential weights are normalised by a softmax
+// shifted by the smallest cumulative loss; the squared RKHS norm is clamped at
+// 0 before sqrt; every update computes all new scalars, the next
+// distributions and the arm step into scratch first, and commits only when
+// all are finite (numerical guard).
+//
+// Every learner of the family implements KernelSelector, so the consumer's
+// metrics and eval can show which width is winning.
 type oksLearner struct {
 	name     string
 	dim      int // spec dim: the input contract (input.go)
@@ -166,9 +161,11 @@ type oksLearner struct {
 	obs      oksObservation // scratch (a field, so that passing it to the rule does not allocate)
 }
 
-func newOKSLearner(name string, s *Setup, sigmas []float64, rule oksSelectionRule, arms oksArmBank, rng *Rand) *oksLearner {
+// init makes l the kernel selector name of s with the candidate widths
+// sigmas, the rule and the arms; rng is the key's PRNG (copied).
+func (l *oksLearner) init(name string, s *Setup, sigmas []float64, rule oksSelectionRule, arms oksArmBank, rng *Rand) {
 	k := len(sigmas)
-	l := &oksLearner{
+	*l = oksLearner{
 		name: name, dim: s.Dim, loss: s.Loss, classify: s.Loss.Classification(),
 		sigmas: sigmas, rule: rule, arms: arms, rng: *rng,
 		p: make([]float64, k), q: make([]float64, k),
@@ -178,7 +175,6 @@ func newOKSLearner(name string, s *Setup, sigmas []float64, rule oksSelectionRul
 		l.p[i] = 1 / float64(k)
 		l.q[i] = 1 / float64(k)
 	}
-	return l
 }
 
 // Predict samples I_t ~ p_t (advancing the PRNG, the only state it touches)
@@ -228,9 +224,6 @@ func (l *oksLearner) Update(x []float64, pr Prediction, y float64) error {
 	}
 	if l.rule.usesQ() && !(pr.Aux >= 0 && pr.Aux <= 1) {
 		return fmt.Errorf("%s: %w (q = %v not in [0,1])", l.name, errOKSPrediction, pr.Aux)
-	}
-	if isBad(y) {
-		return fmt.Errorf("%s: %w (label %v)", l.name, ErrNumerical, y)
 	}
 	if l.classify {
 		y = Label(y)
@@ -352,6 +345,17 @@ func oksMixUniform(p, q []float64, delta float64) {
 	}
 }
 
+// oksFiniteNonNeg reports whether every entry of v is finite and >= 0 (the
+// rules' accumulators in a decoded state).
+func oksFiniteNonNeg(v []float64) bool {
+	for _, x := range v {
+		if !(x >= 0) || isBad(x) {
+			return false
+		}
+	}
+	return true
+}
+
 // ---------------------------------------------------------------------------
 // Common parameter reading.
 
@@ -390,238 +394,11 @@ func oksDefaultU(s *Setup) float64 {
 }
 
 // oksDefaultHorizon is params.T when a stream does not give it: the horizon
-// on which OKS's and IOKS's constants are tuned (docs/kernel-selection.md option (a)).
+// on which OKS's and IOKS's constants are tuned (docs/kernel-selection.md,
+// "Parameters").
 const oksDefaultHorizon = 10000
 
 // oksReadHorizon reads params.T (integer >= 2; the paper's runs use T = dataset length).
 func oksReadHorizon(s *Setup) float64 {
 	return float64(s.Params.Int("T", oksDefaultHorizon, 2, 1<<40))
-}
-
-// ---------------------------------------------------------------------------
-// Kernel-expansion arms (docs/kernel-selection.md, kernel form), bounded by max_budget.
-
-// oksDefaultMaxBudget is the default cap on support vectors per arm.
-const oksDefaultMaxBudget = 4096
-
-// kernelArm is f = sum_j a_j k_sigma(s_j, .) with its tracked squared RKHS norm.
-type kernelArm struct {
-	gamma float64   // 1/(2 sigma^2)
-	sv    []float64 // row-major support vectors, n x d
-	a     []float64 // coefficients
-	norm2 float64   // ||f||^2_H by the recurrence of docs/kernel-selection.md
-	ver   uint64    // steps taken since construction/restore (cache validity; not state)
-}
-
-// eval returns f(x) and, when kv is not nil, writes k(s_j, x) into kv[j].
-func (a *kernelArm) eval(x, kv []float64) float64 {
-	d := len(x)
-	f := 0.0
-	if kv == nil {
-		for j, c := range a.a {
-			f += c * math.Exp(-a.gamma*linalg.SqDist(a.sv[j*d:(j+1)*d:(j+1)*d], x))
-		}
-		return f
-	}
-	kv = kv[:len(a.a)]
-	for j, c := range a.a {
-		k := math.Exp(-a.gamma * linalg.SqDist(a.sv[j*d:(j+1)*d:(j+1)*d], x))
-		kv[j] = k
-		f += c * k
-	}
-	return f
-}
-
-// kernelArms holds the K kernel-expansion base learners.
-//
-// Cap behaviour (max_budget B per arm). Below B every step appends x_t with
-// its coefficient c, exactly as the paper. At B the step must perturb f by
-// something else than c k(x_t,.), and it takes whichever of two bounded-size
-// moves changes f less in RKHS norm (the "minimum damage" rule):
-//
-//   - project: add c k(x_t,s_m) to the coefficient of the nearest support
-//     vector s_m (the best one-vector approximation of c k(x_t,.));
-//     error ||c k(x_t,.) - c k(x_t,s_m) k(s_m,.)||_H^2 = c^2 (1 - k(x_t,s_m)^2);
-//   - replace: overwrite the support vector of smallest |a_j| by x_t with
-//     coefficient c; error ||a_j k(s_j,.)||_H^2 = a_j^2.
-//
-// So a point near the dictionary refines the existing expansion, and a point
-// in a new region evicts the least useful vector (the stream can move). The
-// RKHS norm stays exact: ||f + b k(s_m,.)||^2 = ||f||^2 + 2 b f(s_m) + b^2,
-// ||f + c k(x,.) - a_j k(s_j,.)||^2 = ||f + c k(x,.)||^2 - 2 a_j (f(s_j) + c k(x,s_j)) + a_j^2,
-// with one extra O(B d) evaluation of f. Memory stays O(B d) per arm, the
-// per-round time O(B d). On elevators (square loss, 10 shuffles) OKS++ loses
-// little at B = 1024 per width (docs/kernel-selection.md). The paper has no
-// budget; a budget large enough never to fill reproduces it exactly. The norm
-// is not periodically recomputed as a'Ka (docs/kernel-selection.md [SUGGEST]): that costs
-// O(B^2 d), and the test finds the recurrence exact to 1e-8 at the cap.
-type kernelArms struct {
-	d         int
-	maxBudget int
-	arms      []kernelArm
-
-	// scratch cache of the last Predict (valid while the arm is unchanged):
-	// f_i(x) and the kernel vector k(s_j, x) of arm cArm, at its version memo.ver
-	cArm int
-	memo predictMemo
-	cF   float64
-	kv   []float64
-	// staged step
-	sArm, sSlot   int  // slot -1: append
-	sAdd          bool // add sCoef to a[sSlot] (project) instead of replacing the slot
-	sCoef, sNorm2 float64
-	sScale        float64
-	sX            []float64 // the caller's x, valid between stage and commit
-}
-
-func newKernelArms(sigmas []float64, d, maxBudget int) *kernelArms {
-	b := &kernelArms{d: d, maxBudget: maxBudget, arms: make([]kernelArm, len(sigmas)), cArm: -1, memo: newPredictMemo(d)}
-	for i, s := range sigmas {
-		b.arms[i].gamma = 1 / (2 * s * s)
-	}
-	return b
-}
-
-// kvFor returns the kernel-vector scratch sized for arm i (grown with the arms).
-func (b *kernelArms) kvFor(i int) []float64 {
-	n := len(b.arms[i].a)
-	if cap(b.kv) < n {
-		b.kv = make([]float64, n, min(max(2*n, 16), b.maxBudget))
-	}
-	return b.kv[:n]
-}
-
-func (b *kernelArms) predict(i int, x []float64) float64 {
-	f := b.arms[i].eval(x, b.kvFor(i))
-	b.cArm, b.cF = i, f
-	b.memo.store(x, b.arms[i].ver)
-	return f
-}
-
-// current returns f_i(x) for the arm as it is now, with b.kv holding the
-// kernel vector, from the cache when valid.
-func (b *kernelArms) current(i int, x []float64) float64 {
-	if b.cArm == i && b.memo.hit(x, b.arms[i].ver) {
-		return b.cF
-	}
-	return b.predict(i, x)
-}
-
-func (b *kernelArms) stage(i int, x []float64, coef, radius float64) bool {
-	if !linalg.AllFinite(x) {
-		return false
-	}
-	arm := &b.arms[i]
-	f := b.current(i, x)
-	n2 := arm.norm2 + 2*coef*f + coef*coef
-	slot, add, c := -1, false, coef
-	if len(arm.a) >= b.maxBudget {
-		kv := b.kv[:len(arm.a)]
-		near, small := 0, 0
-		for j, k := range kv {
-			if k > kv[near] {
-				near = j
-			}
-			if math.Abs(arm.a[j]) < math.Abs(arm.a[small]) {
-				small = j
-			}
-		}
-		d := b.d
-		kn, as := kv[near], arm.a[small]
-		if coef*coef*(1-kn*kn) <= as*as {
-			// project onto the nearest support vector
-			slot, add, c = near, true, coef*kn
-			fs := arm.eval(arm.sv[near*d:(near+1)*d:(near+1)*d], nil)
-			n2 = arm.norm2 + 2*c*fs + c*c
-		} else {
-			// replace the support vector of smallest |a_j|
-			slot = small
-			fs := arm.eval(arm.sv[small*d:(small+1)*d:(small+1)*d], nil)
-			n2 += -2*as*(fs+coef*kv[small]) + as*as
-		}
-	}
-	n2 = math.Max(n2, 0)
-	scale := 1.0
-	if n2 > radius*radius {
-		scale = radius / math.Sqrt(n2)
-		n2 = radius * radius
-	}
-	if isBad(n2) || isBad(scale) || isBad(c*scale) {
-		return false
-	}
-	b.sArm, b.sSlot, b.sAdd, b.sCoef, b.sNorm2, b.sScale, b.sX = i, slot, add, c, n2, scale, x
-	return true
-}
-
-func (b *kernelArms) commit() {
-	arm := &b.arms[b.sArm]
-	d := b.d
-	x := b.sX
-	switch {
-	case b.sSlot < 0:
-		n := len(arm.a)
-		if n == cap(arm.a) {
-			// grow geometrically but never beyond the cap
-			c := min(max(2*n, 16), b.maxBudget)
-			arm.a = append(make([]float64, 0, c), arm.a...)
-			arm.sv = append(make([]float64, 0, c*d), arm.sv...)
-		}
-		arm.a = append(arm.a, b.sCoef)
-		arm.sv = append(arm.sv, x...)
-	case b.sAdd:
-		arm.a[b.sSlot] += b.sCoef
-	default:
-		arm.a[b.sSlot] = b.sCoef
-		copy(arm.sv[b.sSlot*d:(b.sSlot+1)*d], x)
-	}
-	if b.sScale != 1 {
-		linalg.Scale(b.sScale, arm.a)
-	}
-	arm.norm2 = b.sNorm2
-	arm.ver++
-	b.sX = nil
-}
-
-func (b *kernelArms) size() int {
-	n := 0
-	for i := range b.arms {
-		n += len(b.arms[i].a)
-	}
-	return n
-}
-
-func (b *kernelArms) marshal(w *StateWriter) {
-	w.Int(b.d)
-	for i := range b.arms {
-		a := &b.arms[i]
-		w.Float(a.norm2)
-		w.Floats(a.a)
-		w.Floats(a.sv)
-	}
-}
-
-func (b *kernelArms) unmarshal(r *StateReader) func() {
-	r.Check(r.Int() == b.d, "input dimension differs from the spec")
-	type decoded struct {
-		norm2 float64
-		a, sv []float64
-	}
-	dec := make([]decoded, len(b.arms))
-	for i := range dec {
-		dec[i].norm2 = r.Float()
-		dec[i].a = r.Floats(nil)
-		dec[i].sv = r.Floats(nil)
-		n := len(dec[i].a)
-		r.Check(n <= b.maxBudget, "arm holds more support vectors than max_budget")
-		r.Check(len(dec[i].sv) == n*b.d, "support vector matrix shape")
-		r.Check(dec[i].norm2 >= 0 && !isBad(dec[i].norm2), "negative or non-finite RKHS norm")
-	}
-	return func() {
-		for i := range b.arms {
-			a := &b.arms[i]
-			a.norm2, a.a, a.sv = dec[i].norm2, dec[i].a, dec[i].sv
-			a.ver++
-		}
-		b.cArm = -1
-	}
 }
