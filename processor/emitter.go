@@ -11,6 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // outMsg is one message to produce (a prediction or a dead letter) with the
@@ -279,8 +281,8 @@ func isTooLarge(err error) bool {
 // where a dead letter is not the record unchanged).
 func stripOversized(msgs []kafka.Message) (stripped bool) {
 	for i := range msgs {
-		if len(msgs[i].Value) > strippedAbove && hasHeader(msgs[i].Headers, headerReason) {
-			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: headerOmitted, Value: []byte(strconv.Itoa(len(msgs[i].Value)))})
+		if len(msgs[i].Value) > strippedAbove && hasHeader(msgs[i].Headers, wire.HeaderReason) {
+			msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: wire.HeaderOmitted, Value: []byte(strconv.Itoa(len(msgs[i].Value)))})
 			msgs[i].Value = nil
 			stripped = true
 		}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // murmur2 is the partitioner kernelstream's writers use and the one a key's
@@ -33,7 +35,7 @@ func (w *worker) checkPartition(msg *kafka.Message) error {
 			Msg("record key belongs to another partition under murmur2: configure the producer's partitioner as murmur2 (librdkafka: partitioner=murmur2_random)")
 	})
 	if w.cfg.WrongPartition == "dead_letter" {
-		return fail(reasonWrongPartition, fmt.Sprintf("key belongs to partition %d under murmur2, arrived on %d", want, w.part))
+		return wire.Bad(wire.ReasonWrongPartition, fmt.Sprintf("key belongs to partition %d under murmur2, arrived on %d", want, w.part))
 	}
 	return nil
 }
@@ -57,6 +59,6 @@ func (w *worker) checkTs(msg *kafka.Message, ts int64) error {
 	if d <= w.cfg.MaxTsSkew.Milliseconds() {
 		return nil
 	}
-	return fail(reasonBadTimestamp, fmt.Sprintf("ts %d is %v from the Kafka timestamp %d (bound %v; ts is in milliseconds)",
+	return wire.Bad(wire.ReasonBadTimestamp, fmt.Sprintf("ts %d is %v from the Kafka timestamp %d (bound %v; ts is in milliseconds)",
 		ts, time.Duration(min(d, int64(1<<62)/int64(time.Millisecond)))*time.Millisecond, kts, w.cfg.MaxTsSkew))
 }

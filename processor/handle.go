@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -46,28 +47,28 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 		}
 	}
 	if len(msg.Value) > w.cfg.MaxValueBytes {
-		return w.dead(ctx, msg, emit, fail(reasonOversized, fmt.Sprintf("value of %d bytes > MaxValueBytes %d", len(msg.Value), w.cfg.MaxValueBytes)))
+		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonOversized, fmt.Sprintf("value of %d bytes > MaxValueBytes %d", len(msg.Value), w.cfg.MaxValueBytes)))
 	}
 	if len(msg.Key) == 0 {
-		return w.dead(ctx, msg, emit, fail(reasonNoKey, "the message key routes the record to its learner"))
+		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonNoKey, "the message key routes the record to its learner"))
 	}
 	if err := w.checkPartition(msg); err != nil {
 		return w.dead(ctx, msg, emit, err)
 	}
-	r, err := w.dec.decode(msg.Value)
+	r, err := w.dec.Decode(msg.Value)
 	if err != nil {
 		return w.dead(ctx, msg, emit, err)
 	}
-	if fromLabels && r.kind != kindLabel {
-		return w.dead(ctx, msg, emit, fail(reasonBadFields, "the labels topic carries id,y and id,reward records only"))
+	if fromLabels && r.Kind != wire.KindLabel {
+		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonBadFields, "the labels topic carries id,y and id,reward records only"))
 	}
-	w.tally.records[r.kind]++
+	w.tally.records[r.Kind]++
 	ts := msg.Time.UnixMilli()
-	if r.hasTs {
-		if err := w.checkTs(msg, r.ts); err != nil {
+	if r.HasTs {
+		if err := w.checkTs(msg, r.Ts); err != nil {
 			return w.dead(ctx, msg, emit, err)
 		}
-		ts = r.ts
+		ts = r.Ts
 	}
 	if ts > w.watermark {
 		w.watermark = ts
@@ -79,29 +80,29 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			w.expireIdle()
 		}
 	}
-	if w.idle != nil && r.kind != kindDelete {
+	if w.idle != nil && r.Kind != wire.KindDelete {
 		// A label refreshes a known key's clock; only records that give a
 		// key a learner put it in the index.
-		w.idle.touch(msg.Key, w.watermark, r.kind != kindLabel)
+		w.idle.touch(msg.Key, w.watermark, r.Kind != wire.KindLabel)
 	}
-	switch r.kind {
-	case kindFeatures, kindLabeled:
+	switch r.Kind {
+	case wire.KindFeatures, wire.KindLabeled:
 		return w.predict(ctx, msg, r, ts, emit)
-	case kindDecision:
+	case wire.KindDecision:
 		return w.decide(ctx, msg, r, ts, emit)
-	case kindLabel:
+	case wire.KindLabel:
 		return w.label(ctx, msg, r, emit)
-	case kindDelete:
+	case wire.KindDelete:
 		w.erase(msg.Key)
 	}
 	return nil
 }
 
-// learner returns key's learner. A *decodeError (the key is quarantined)
+// learner returns key's learner. A *wire.BadRecord (the key is quarantined)
 // is for the record's dead letter; any other error is fatal.
 func (w *worker) learner(key []byte) (*slot, error) {
 	if cause, ok := w.quarantine[string(key)]; ok {
-		return nil, fail(reasonCorruptState, cause.Error())
+		return nil, wire.Bad(wire.ReasonCorruptState, cause.Error())
 	}
 	s, err := w.cache.get(key)
 	if err != nil {
@@ -114,46 +115,46 @@ func (w *worker) learner(key []byte) (*slot, error) {
 	return s, nil
 }
 
-// deadOr dead-letters msg when err is a record's fault (a *decodeError)
+// deadOr dead-letters msg when err is a record's fault (a *wire.BadRecord)
 // and returns any other error.
 func (w *worker) deadOr(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
-	var de *decodeError
+	var de *wire.BadRecord
 	if errors.As(err, &de) {
 		return w.dead(ctx, msg, emit, err)
 	}
 	return err
 }
 
-func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
+func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *wire.Record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
 		return w.deadOr(ctx, msg, emit, err)
 	}
 	var p models.Prediction
-	if err := contain("Predict", func() { p = s.l.Predict(r.x) }); err != nil {
+	if err := contain("Predict", func() { p = s.l.Predict(r.X) }); err != nil {
 		return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
 	}
 	if p.Err != nil {
 		// The learner refused x (e.g. ||x||^2 overflows its kernel): the
 		// record is unusable, the learner untouched.
-		return w.dead(ctx, msg, emit, fail(reasonNonFinite, "x: "+p.Err.Error()))
+		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonNonFinite, "x: "+p.Err.Error()))
 	}
 	s.dirty = true
 	if emit {
-		out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, yhat: p.Value, std: p.Std, hasStd: p.Std != 0,
-			label: classLabel(w.p.loss, p.Value), updates: s.updates, partition: w.part, offset: msg.Offset}
+		out := wire.Prediction{ID: r.ID, Key: msg.Key, Model: w.cfg.Model.Algorithm, YHat: p.Value, Std: p.Std, HasStd: p.Std != 0,
+			Label: classLabel(w.p.loss, p.Value), Updates: s.updates, Partition: w.part, Offset: msg.Offset}
 		if err := w.send(ctx, msg, &out); err != nil {
 			return nil
 		}
 	}
-	if r.kind == kindLabeled {
-		if err := w.update(s, r.x, p, r.y, false, false); err != nil {
+	if r.Kind == wire.KindLabeled {
+		if err := w.update(s, r.X, p, r.Y, false, false); err != nil {
 			return w.deadOr(ctx, msg, emit, err)
 		}
 		return nil
 	}
-	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.x...), p: p}}}
-	w.putPending(msg.Key, r.id, e)
+	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.X...), p: p}}}
+	w.putPending(msg.Key, r.ID, e)
 	return nil
 }
 
@@ -172,31 +173,31 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 	}
 }
 
-func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts int64, emit bool) error {
+func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *wire.Record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
 		return w.deadOr(ctx, msg, emit, err)
 	}
 	s.dirty = true
-	out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, updates: s.updates, partition: w.part, offset: msg.Offset}
+	out := wire.Prediction{ID: r.ID, Key: msg.Key, Model: w.cfg.Model.Algorithm, Updates: s.updates, Partition: w.part, Offset: msg.Offset}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, decision: true}
 	if b, ok := s.l.(models.Bandit); ok {
 		var d models.Decision
-		if err := contain("Choose", func() { d = b.Choose(r.arms) }); err != nil {
+		if err := contain("Choose", func() { d = b.Choose(r.Arms) }); err != nil {
 			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
 		}
-		if d.Arm < 0 || d.Arm >= len(r.arms) {
-			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.arms)).Msg("bandit chose an arm out of range; record skipped")
+		if d.Arm < 0 || d.Arm >= len(r.Arms) {
+			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.Arms)).Msg("bandit chose an arm out of range; record skipped")
 			return nil
 		}
-		out.yhat, out.std, out.hasStd, out.arm, out.mean, out.ucb = d.Mean, d.Std, true, r.armIDs[d.Arm], d.Mean, d.UCB
+		out.YHat, out.Std, out.HasStd, out.Arm, out.Mean, out.UCB = d.Mean, d.Std, true, r.ArmIDs[d.Arm], d.Mean, d.UCB
 		e.bandit = true
-		e.arms = []pendingArm{{id: bytes.Clone(r.armIDs[d.Arm]), x: append([]float64(nil), r.arms[d.Arm]...),
+		e.arms = []pendingArm{{id: bytes.Clone(r.ArmIDs[d.Arm]), x: append([]float64(nil), r.Arms[d.Arm]...),
 			p: models.Prediction{Value: d.Mean, Std: d.Std, Choice: d.Arm, Prob: 1}}}
 	} else {
 		w.scores = w.scores[:0]
 		if err := contain("Predict", func() {
-			for i, x := range r.arms {
+			for i, x := range r.Arms {
 				w.scores = append(w.scores, scored{i, s.l.Predict(x)})
 			}
 		}); err != nil {
@@ -204,18 +205,18 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts i
 		}
 		for _, sc := range w.scores {
 			if sc.p.Err != nil {
-				return w.dead(ctx, msg, emit, fail(reasonNonFinite, fmt.Sprintf("arms[%d].x: %v", sc.i, sc.p.Err)))
+				return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonNonFinite, fmt.Sprintf("arms[%d].x: %v", sc.i, sc.p.Err)))
 			}
 		}
 		sort.SliceStable(w.scores, func(a, b int) bool { return w.scores[a].p.Value > w.scores[b].p.Value })
 		k := min(w.cfg.TopK, len(w.scores))
-		out.yhat = w.scores[0].p.Value
-		out.ranking = make([][]byte, k)
+		out.YHat = w.scores[0].p.Value
+		out.Ranking = make([][]byte, k)
 		e.arms = make([]pendingArm, k)
 		for j := 0; j < k; j++ {
 			sc := w.scores[j]
-			out.ranking[j] = r.armIDs[sc.i]
-			e.arms[j] = pendingArm{id: bytes.Clone(r.armIDs[sc.i]), x: append([]float64(nil), r.arms[sc.i]...), p: sc.p}
+			out.Ranking[j] = r.ArmIDs[sc.i]
+			e.arms[j] = pendingArm{id: bytes.Clone(r.ArmIDs[sc.i]), x: append([]float64(nil), r.Arms[sc.i]...), p: sc.p}
 		}
 	}
 	if emit {
@@ -224,35 +225,35 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *record, ts i
 			return nil
 		}
 	}
-	w.putPending(msg.Key, r.id, e)
+	w.putPending(msg.Key, r.ID, e)
 	return nil
 }
 
-func (w *worker) label(ctx context.Context, msg *kafka.Message, r *record, emit bool) error {
+func (w *worker) label(ctx context.Context, msg *kafka.Message, r *wire.Record, emit bool) error {
 	c := &w.p.c
-	w.kbuf = pendingKey(w.kbuf, msg.Key, r.id)
+	w.kbuf = pendingKey(w.kbuf, msg.Key, r.ID)
 	e, ok := w.pend.m[string(w.kbuf)]
 	if !ok {
 		c.unknown.Add(1)
 		w.rateLog("unknown_label", func(ev *zerolog.Event) {
-			ev.Bytes("key", msg.Key).Bytes("id", r.id).Int64("offset", msg.Offset).Msg("label for an id that is not pending (expired, never seen, or already labelled); dropped")
+			ev.Bytes("key", msg.Key).Bytes("id", r.ID).Int64("offset", msg.Offset).Msg("label for an id that is not pending (expired, never seen, or already labelled); dropped")
 		})
 		return nil
 	}
 	arm := &e.arms[0]
-	if r.arm != nil {
+	if r.Arm != nil {
 		if !e.decision {
-			return w.dead(ctx, msg, emit, fail(reasonBadFields, "arm given for a prediction that was not a decision"))
+			return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonBadFields, "arm given for a prediction that was not a decision"))
 		}
 		arm = nil
 		for i := range e.arms {
-			if bytes.Equal(e.arms[i].id, r.arm) {
+			if bytes.Equal(e.arms[i].id, r.Arm) {
 				arm = &e.arms[i]
 				break
 			}
 		}
 		if arm == nil {
-			return w.dead(ctx, msg, emit, fail(reasonUnknownArm, "reward names an arm that was not offered (or not in the top-k kept)"))
+			return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonUnknownArm, "reward names an arm that was not offered (or not in the top-k kept)"))
 		}
 	}
 	w.pend.remove(e)
@@ -261,7 +262,7 @@ func (w *worker) label(ctx context.Context, msg *kafka.Message, r *record, emit 
 	if err != nil {
 		return w.deadOr(ctx, msg, emit, err)
 	}
-	if err := w.update(s, arm.x, arm.p, r.y, e.decision, e.bandit); err != nil {
+	if err := w.update(s, arm.x, arm.p, r.Y, e.decision, e.bandit); err != nil {
 		return w.deadOr(ctx, msg, emit, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // metrics are the Prometheus series of docs/pipeline.md. Counters that Stats
@@ -77,8 +78,8 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	gauge := func(name, help string, get func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kernelstream", Name: name, Help: help}, get))
 	}
-	counterVec("records_total", "Input records by kind.", "kind", kindNames[:], func(i int) float64 { return float64(c.records[i].Load()) })
-	counterVec("dead_letters_total", "Records sent to the dead-letter topic, by reason.", "reason", reasonNames[:], func(i int) float64 { return float64(c.dead[i].Load()) })
+	counterVec("records_total", "Input records by kind.", "kind", wire.KindNames(), func(i int) float64 { return float64(c.records[i].Load()) })
+	counterVec("dead_letters_total", "Records sent to the dead-letter topic, by reason.", "reason", wire.ReasonNames(), func(i int) float64 { return float64(c.dead[i].Load()) })
 	counterVec("pending_expired_total", "Pending predictions dropped without a label, by cause.", "cause", expiryNames[:], func(i int) float64 { return float64(c.expired[i].Load()) })
 	counter("predictions_total", "Predictions and decisions queued for the output topic (see predictions_acked_total).", func() float64 { return float64(c.predictions.Load()) })
 	counter("predictions_acked_total", "Predictions and decisions acknowledged by the brokers.", func() float64 { return float64(c.acked.Load()) })

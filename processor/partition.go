@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -27,7 +28,7 @@ type worker struct {
 	out   *producer // what the emitter produces with
 	cache *learnerCache
 	pend  *pendingMap
-	dec   *decoder
+	dec   *wire.Decoder
 	em    *emitter
 
 	nextIn, nextLab   int64 // next offsets to read (kafka.FirstOffset/LastOffset before the first record)
@@ -76,7 +77,7 @@ type scored struct {
 
 func newWorker(p *Processor, store *checkpoint.Store, produce *kafka.Client, part int) *worker {
 	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
-		store: store, out: newProducer(produce, compressionCodecs[p.cfg.Compression]), dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
+		store: store, out: newProducer(produce, compressionCodecs[p.cfg.Compression]), dec: wire.NewDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
 	for i := 0; i < p.inParts; i++ {
 		wk.partIDs = append(wk.partIDs, i)

@@ -6,14 +6,16 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // The worker's output path: predictions and dead letters handed to the
 // partition's emitter in sequence.
 
 // send queues a prediction for the output topic.
-func (w *worker) send(ctx context.Context, in *kafka.Message, out *prediction) error {
-	value := w.outSlab.take(appendPrediction(w.outSlab.tail(), out))
+func (w *worker) send(ctx context.Context, in *kafka.Message, out *wire.Prediction) error {
+	value := w.outSlab.take(wire.AppendPrediction(w.outSlab.tail(), out))
 	w.tally.predictions++
 	return w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value, Headers: w.propagated(in.Headers)}, input: in.Time, output: true})
 }
@@ -73,11 +75,11 @@ func (w *worker) enqueue(_ context.Context, m outMsg) error {
 // dead sends the record unchanged to the dead-letter topic with headers.
 func (w *worker) dead(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
 	c := &w.p.c
-	rs := reasonOf(err)
+	rs := wire.ReasonOf(err)
 	c.dead[rs].Add(1)
-	c.records[kindDead].Add(1)
-	w.rateLog("dead_"+reasonNames[rs], func(ev *zerolog.Event) {
-		ev.Str("reason", reasonNames[rs]).Str("error", err.Error()).Str("topic", msg.Topic).Int64("offset", msg.Offset).Msg("dead letter")
+	c.records[wire.KindDead].Add(1)
+	w.rateLog("dead_"+rs.String(), func(ev *zerolog.Event) {
+		ev.Str("reason", rs.String()).Str("error", err.Error()).Str("topic", msg.Topic).Int64("offset", msg.Offset).Msg("dead letter")
 	})
 	if !emit {
 		return nil
@@ -85,11 +87,11 @@ func (w *worker) dead(ctx context.Context, msg *kafka.Message, emit bool, err er
 	headers := make([]kafka.Header, 0, len(msg.Headers)+5)
 	headers = append(headers, msg.Headers...)
 	headers = append(headers,
-		kafka.Header{Key: headerReason, Value: []byte(reasonNames[rs])},
-		kafka.Header{Key: headerError, Value: []byte(err.Error())},
-		kafka.Header{Key: headerTopic, Value: []byte(msg.Topic)},
-		kafka.Header{Key: headerPartition, Value: []byte(strconv.Itoa(msg.Partition))},
-		kafka.Header{Key: headerOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
+		kafka.Header{Key: wire.HeaderReason, Value: []byte(rs.String())},
+		kafka.Header{Key: wire.HeaderError, Value: []byte(err.Error())},
+		kafka.Header{Key: wire.HeaderTopic, Value: []byte(msg.Topic)},
+		kafka.Header{Key: wire.HeaderPartition, Value: []byte(strconv.Itoa(msg.Partition))},
+		kafka.Header{Key: wire.HeaderOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
 	_ = w.enqueue(ctx, outMsg{msg: kafka.Message{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: msg.Value, Headers: headers, Time: msg.Time}})
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // Stats is a snapshot of the processor's counters since New (process-wide,
@@ -78,11 +79,11 @@ type Stats struct {
 
 // counters are the live atomics behind Stats and the Prometheus metrics.
 type counters struct {
-	records     [numKinds]atomic.Int64
+	records     [wire.NumKinds]atomic.Int64
 	predictions atomic.Int64
 	decisions   atomic.Int64
 	updates     atomic.Int64
-	dead        [numReasons]atomic.Int64
+	dead        [wire.NumReasons]atomic.Int64
 	pending     atomic.Int64
 	expired     [numExpiries]atomic.Int64
 	unknown     atomic.Int64
@@ -152,11 +153,11 @@ func (c *counters) snapshot() Stats {
 		Expired:     map[string]int64{},
 	}
 	for i := range c.records {
-		s.Records[kindNames[i]] = c.records[i].Load()
+		s.Records[wire.Kind(i).String()] = c.records[i].Load()
 	}
 	for i := range c.dead {
 		if n := c.dead[i].Load(); n > 0 {
-			s.DeadLetters[reasonNames[i]] = n
+			s.DeadLetters[wire.Reason(i).String()] = n
 		}
 	}
 	for i := range c.expired {

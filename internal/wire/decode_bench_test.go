@@ -1,4 +1,4 @@
-package processor
+package wire
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// BenchmarkDecode measures the record decoder (dense x of dimension d).
+// BenchmarkDecode measures the record Decoder (dense x of dimension d).
 // d=N has features with six decimals ("0.217368"); digits=17/d=N has the
 // shortest round-trip forms of random float64s, as a JSON serializer writes
 // them at full precision ("-0.41723510295283627", "1.2345678901234567e-05":
@@ -28,11 +28,11 @@ func BenchmarkDecode(b *testing.B) {
 				name = "digits=17/" + name
 			}
 			b.Run(name, func(b *testing.B) {
-				d := newDecoder(dim)
+				d := NewDecoder(dim)
 				b.SetBytes(int64(len(value)))
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {
-					if _, err := d.decode(value); err != nil {
+					if _, err := d.Decode(value); err != nil {
 						b.Fatal(err)
 					}
 				}

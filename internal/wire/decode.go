@@ -1,87 +1,28 @@
-package processor
+package wire
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"unicode/utf8"
 )
 
-// Record kinds (the rows of the wire contract, docs/pipeline.md "Records").
-type kind uint8
-
-const (
-	kindFeatures kind = iota // id, x: predict, keep pending
-	kindLabeled              // id, x, y: predict, emit, update at once
-	kindLabel                // id, y | id, reward (, arm): the delayed label or reward
-	kindDecision             // id, arms: choose (bandit) or rank (regression)
-	kindDead                 // dead-lettered
-	kindDelete               // id, delete: true: erase the key's learner and pending entries
-	numKinds
-)
-
-var kindNames = [numKinds]string{"features", "labeled", "label", "decision", "dead", "delete"}
-
-// Dead-letter reasons: the value of the kernelstream-error-reason header and
-// the label of the dead-letter metric.
-type reason uint8
-
-const (
-	reasonBadJSON        reason = iota // not one JSON object
-	reasonWrongType                    // a known field holds the wrong JSON type
-	reasonMissingField                 // no id, or neither x, arms, y nor reward
-	reasonBadFields                    // a combination of fields the contract does not define
-	reasonDimension                    // x of the wrong length, sparse index out of range or repeated
-	reasonNonFinite                    // NaN, Inf or a number out of float64 range
-	reasonOversized                    // value above MaxValueBytes
-	reasonNoKey                        // record without a message key
-	reasonUnknownArm                   // reward names an arm that was not offered
-	reasonBadTimestamp                 // ts farther than MaxTsSkew from the Kafka timestamp
-	reasonWrongPartition               // key belongs to another partition under murmur2 (WrongPartition dead_letter)
-	reasonCorruptState                 // the key's stored learner cannot be decoded (quarantined)
-	reasonLearnerPanic                 // the learner panicked on this record (state restored)
-	numReasons
-)
-
-var reasonNames = [numReasons]string{"bad_json", "wrong_type", "missing_field", "bad_fields", "dimension", "non_finite", "oversized", "no_key", "unknown_arm",
-	"bad_timestamp", "wrong_partition", "corrupt_state", "learner_panic"}
-
-// decodeError is a record the contract cannot use; reason names why.
-type decodeError struct {
-	reason reason
-	msg    string
+// Record is one decoded value. Slices point into the Decoder's reusable
+// buffers or into the message value: valid until the next Decode.
+type Record struct {
+	Kind   Kind
+	ID     []byte // the raw JSON token of "id" (a string with quotes, or a number)
+	X      []float64
+	HasY   bool
+	Y      float64 // y or reward
+	Reward bool    // the label came as "reward"
+	HasTs  bool
+	Ts     int64
+	Arm    []byte      // raw token of "arm" in a reward, nil when absent
+	Arms   [][]float64 // decision candidates
+	ArmIDs [][]byte    // raw tokens of the arms' ids
 }
 
-func (e *decodeError) Error() string { return reasonNames[e.reason] + ": " + e.msg }
-
-func fail(r reason, msg string) error { return &decodeError{reason: r, msg: msg} }
-
-// reasonOf maps an error to its dead-letter reason.
-func reasonOf(err error) reason {
-	var de *decodeError
-	if errors.As(err, &de) {
-		return de.reason
-	}
-	return reasonBadJSON
-}
-
-// record is one decoded value. Slices point into the decoder's reusable
-// buffers or into the message value: valid until the next decode.
-type record struct {
-	kind   kind
-	id     []byte // the raw JSON token of "id" (a string with quotes, or a number)
-	x      []float64
-	hasY   bool
-	y      float64 // y or reward
-	reward bool    // the label came as "reward"
-	hasTs  bool
-	ts     int64
-	arm    []byte      // raw token of "arm" in a reward, nil when absent
-	arms   [][]float64 // decision candidates
-	armIDs [][]byte    // raw tokens of the arms' ids
-}
-
-// decoder parses record values without reflection, reusing its buffers, so
+// Decoder parses record values without reflection, reusing its buffers, so
 // that a steady stream of records allocates nothing (BenchmarkDecode).
 //
 // Grammar: one JSON object (RFC 8259) with the known fields id, x, y,
@@ -89,7 +30,7 @@ type record struct {
 // a repeated known field is bad_json. The literals NaN, Infinity and
 // -Infinity (which Python's json module writes) are recognised only to
 // dead-letter the record as non_finite rather than bad_json.
-type decoder struct {
+type Decoder struct {
 	dim  int
 	data []byte
 	pos  int
@@ -99,11 +40,11 @@ type decoder struct {
 	armRows [][]float64
 	armIDs  [][]byte
 	seen    []bool
-	rec     record
+	rec     Record
 }
 
-func newDecoder(dim int) *decoder {
-	return &decoder{dim: dim, xbuf: make([]float64, dim), seen: make([]bool, dim)}
+func NewDecoder(dim int) *Decoder {
+	return &Decoder{dim: dim, xbuf: make([]float64, dim), seen: make([]bool, dim)}
 }
 
 const (
@@ -117,15 +58,15 @@ const (
 	fDelete
 )
 
-// decode parses value. The returned record is valid until the next call.
-func (d *decoder) decode(value []byte) (*record, error) {
+// Decode parses value. The returned record is valid until the next call.
+func (d *Decoder) Decode(value []byte) (*Record, error) {
 	d.data, d.pos = value, 0
 	r := &d.rec
-	*r = record{}
+	*r = Record{}
 	d.armFlat, d.armRows, d.armIDs = d.armFlat[:0], d.armRows[:0], d.armIDs[:0]
 	d.skipWS()
 	if !d.eat('{') {
-		return nil, fail(reasonBadJSON, "value is not a JSON object")
+		return nil, Bad(ReasonBadJSON, "value is not a JSON object")
 	}
 	var got int
 	d.skipWS()
@@ -138,43 +79,43 @@ func (d *decoder) decode(value []byte) (*record, error) {
 			}
 			d.skipWS()
 			if !d.eat(':') {
-				return nil, fail(reasonBadJSON, "missing ':' after field name")
+				return nil, Bad(ReasonBadJSON, "missing ':' after field name")
 			}
 			d.skipWS()
 			bit := 0
 			switch string(name) { // no allocation: the compiler compares in place
 			case `"id"`:
 				bit = fID
-				r.id, err = d.idToken("id")
+				r.ID, err = d.idToken("id")
 			case `"x"`:
 				bit = fX
-				r.x, err = d.vector(d.xbuf, "x")
+				r.X, err = d.vector(d.xbuf, "x")
 			case `"y"`:
 				bit = fY
-				r.y, err = d.finite("y")
+				r.Y, err = d.finite("y")
 			case `"reward"`:
 				bit = fReward
-				r.y, err = d.finite("reward")
-				r.reward = true
+				r.Y, err = d.finite("reward")
+				r.Reward = true
 			case `"arm"`:
 				bit = fArm
-				r.arm, err = d.idToken("arm")
+				r.Arm, err = d.idToken("arm")
 			case `"arms"`:
 				bit = fArms
 				err = d.armsList()
 			case `"delete"`:
 				bit = fDelete
 				if !d.literal("true") {
-					err = fail(reasonWrongType, "delete: want true")
+					err = Bad(ReasonWrongType, "delete: want true")
 				}
 			case `"ts"`:
 				bit = fTs
 				var t float64
 				t, err = d.finite("ts")
 				if err == nil && (t != math.Trunc(t) || math.Abs(t) > 1<<62) {
-					err = fail(reasonWrongType, "ts: want an integer number of milliseconds")
+					err = Bad(ReasonWrongType, "ts: want an integer number of milliseconds")
 				}
-				r.ts, r.hasTs = int64(t), true
+				r.Ts, r.HasTs = int64(t), true
 			default:
 				err = d.skipValue(0)
 			}
@@ -182,7 +123,7 @@ func (d *decoder) decode(value []byte) (*record, error) {
 				return nil, err
 			}
 			if got&bit != 0 {
-				return nil, fail(reasonBadJSON, "repeated field "+string(name))
+				return nil, Bad(ReasonBadJSON, "repeated field "+string(name))
 			}
 			got |= bit
 			d.skipWS()
@@ -192,56 +133,56 @@ func (d *decoder) decode(value []byte) (*record, error) {
 			if d.eat('}') {
 				break
 			}
-			return nil, fail(reasonBadJSON, "expected ',' or '}' in object")
+			return nil, Bad(ReasonBadJSON, "expected ',' or '}' in object")
 		}
 	}
 	d.skipWS()
 	if d.pos != len(d.data) {
-		return nil, fail(reasonBadJSON, "trailing data after the object")
+		return nil, Bad(ReasonBadJSON, "trailing data after the object")
 	}
 	return r, d.classify(got)
 }
 
-// classify sets r.kind from the set of fields present.
-func (d *decoder) classify(got int) error {
+// classify sets r.Kind from the set of fields present.
+func (d *Decoder) classify(got int) error {
 	r := &d.rec
 	if got&fID == 0 {
-		return fail(reasonMissingField, "id is required")
+		return Bad(ReasonMissingField, "id is required")
 	}
 	labelled := got&(fY|fReward) != 0
-	r.hasY = labelled
+	r.HasY = labelled
 	switch {
 	case got&fDelete != 0 && got&^(fID|fDelete|fTs) != 0:
-		return fail(reasonBadFields, "delete goes with id (and ts) only")
+		return Bad(ReasonBadFields, "delete goes with id (and ts) only")
 	case got&fDelete != 0:
-		r.kind = kindDelete
+		r.Kind = KindDelete
 	case got&fY != 0 && got&fReward != 0:
-		return fail(reasonBadFields, "y and reward together")
+		return Bad(ReasonBadFields, "y and reward together")
 	case got&fX != 0 && got&fArms != 0:
-		return fail(reasonBadFields, "x and arms together")
+		return Bad(ReasonBadFields, "x and arms together")
 	case got&fArm != 0 && (got&(fX|fArms) != 0 || !labelled):
-		return fail(reasonBadFields, "arm belongs to a reward record only")
+		return Bad(ReasonBadFields, "arm belongs to a reward record only")
 	case got&fX != 0 && got&fReward != 0:
-		return fail(reasonBadFields, "x with reward: a reward answers an arms record")
+		return Bad(ReasonBadFields, "x with reward: a reward answers an arms record")
 	case got&fArms != 0 && labelled:
-		return fail(reasonBadFields, "arms with a label")
+		return Bad(ReasonBadFields, "arms with a label")
 	case got&fX != 0 && labelled:
-		r.kind = kindLabeled
+		r.Kind = KindLabeled
 	case got&fX != 0:
-		r.kind = kindFeatures
+		r.Kind = KindFeatures
 	case got&fArms != 0:
-		r.kind = kindDecision
-		r.arms, r.armIDs = d.armRows, d.armIDs
+		r.Kind = KindDecision
+		r.Arms, r.ArmIDs = d.armRows, d.armIDs
 	case labelled:
-		r.kind = kindLabel
+		r.Kind = KindLabel
 	default:
-		return fail(reasonMissingField, "want x, arms, y or reward")
+		return Bad(ReasonMissingField, "want x, arms, y or reward")
 	}
 	return nil
 }
 
 // literal consumes the JSON literal lit (true, false, null) if it is next.
-func (d *decoder) literal(lit string) bool {
+func (d *Decoder) literal(lit string) bool {
 	if len(d.data)-d.pos < len(lit) || string(d.data[d.pos:d.pos+len(lit)]) != lit {
 		return false
 	}
@@ -249,7 +190,7 @@ func (d *decoder) literal(lit string) bool {
 	return true
 }
 
-func (d *decoder) skipWS() {
+func (d *Decoder) skipWS() {
 	for d.pos < len(d.data) {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -260,7 +201,7 @@ func (d *decoder) skipWS() {
 	}
 }
 
-func (d *decoder) eat(c byte) bool {
+func (d *Decoder) eat(c byte) bool {
 	if d.pos < len(d.data) && d.data[d.pos] == c {
 		d.pos++
 		return true
@@ -269,10 +210,10 @@ func (d *decoder) eat(c byte) bool {
 }
 
 // str scans a JSON string and returns its raw token (with quotes).
-func (d *decoder) str() ([]byte, error) {
+func (d *Decoder) str() ([]byte, error) {
 	start := d.pos
 	if !d.eat('"') {
-		return nil, fail(reasonBadJSON, "expected a string")
+		return nil, Bad(ReasonBadJSON, "expected a string")
 	}
 	ascii := true
 	for d.pos < len(d.data) {
@@ -282,31 +223,31 @@ func (d *decoder) str() ([]byte, error) {
 			d.pos++
 			tok := d.data[start:d.pos]
 			if !ascii && !utf8.Valid(tok) {
-				return nil, fail(reasonBadJSON, "string is not valid UTF-8")
+				return nil, Bad(ReasonBadJSON, "string is not valid UTF-8")
 			}
 			return tok, nil
 		case c == '\\':
 			if d.pos+1 >= len(d.data) {
-				return nil, fail(reasonBadJSON, "truncated escape")
+				return nil, Bad(ReasonBadJSON, "truncated escape")
 			}
 			switch d.data[d.pos+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				d.pos += 2
 			case 'u':
 				if d.pos+6 > len(d.data) {
-					return nil, fail(reasonBadJSON, "truncated \\u escape")
+					return nil, Bad(ReasonBadJSON, "truncated \\u escape")
 				}
 				for _, h := range d.data[d.pos+2 : d.pos+6] {
 					if !isHex(h) {
-						return nil, fail(reasonBadJSON, "bad \\u escape")
+						return nil, Bad(ReasonBadJSON, "bad \\u escape")
 					}
 				}
 				d.pos += 6
 			default:
-				return nil, fail(reasonBadJSON, "bad escape")
+				return nil, Bad(ReasonBadJSON, "bad escape")
 			}
 		case c < 0x20:
-			return nil, fail(reasonBadJSON, "control character in string")
+			return nil, Bad(ReasonBadJSON, "control character in string")
 		default:
 			if c >= 0x80 {
 				ascii = false
@@ -314,7 +255,7 @@ func (d *decoder) str() ([]byte, error) {
 			d.pos++
 		}
 	}
-	return nil, fail(reasonBadJSON, "unterminated string")
+	return nil, Bad(ReasonBadJSON, "unterminated string")
 }
 
 func isHex(c byte) bool {
@@ -322,7 +263,7 @@ func isHex(c byte) bool {
 }
 
 // numToken scans a JSON number and returns its text.
-func (d *decoder) numToken() ([]byte, bool) {
+func (d *Decoder) numToken() ([]byte, bool) {
 	start := d.pos
 	if _, ok := d.scanNumber(); !ok {
 		return nil, false
@@ -331,7 +272,7 @@ func (d *decoder) numToken() ([]byte, bool) {
 }
 
 // hasLiteral consumes lit if it comes next.
-func (d *decoder) hasLiteral(lit string) bool {
+func (d *Decoder) hasLiteral(lit string) bool {
 	if len(d.data)-d.pos >= len(lit) && string(d.data[d.pos:d.pos+len(lit)]) == lit {
 		d.pos += len(lit)
 		return true
@@ -340,9 +281,9 @@ func (d *decoder) hasLiteral(lit string) bool {
 }
 
 // finite reads a JSON number that must be a finite float64.
-func (d *decoder) finite(field string) (float64, error) {
+func (d *Decoder) finite(field string) (float64, error) {
 	if d.pos >= len(d.data) {
-		return 0, fail(reasonBadJSON, field+": truncated")
+		return 0, Bad(ReasonBadJSON, field+": truncated")
 	}
 	c := d.data[d.pos]
 	if c == '-' || c >= '0' && c <= '9' {
@@ -350,37 +291,37 @@ func (d *decoder) finite(field string) (float64, error) {
 		f, ok, err := d.number()
 		if !ok {
 			if d.pos = start; d.eat('-') && d.hasLiteral("Infinity") {
-				return 0, fail(reasonNonFinite, field+": -Infinity")
+				return 0, Bad(ReasonNonFinite, field+": -Infinity")
 			}
-			return 0, fail(reasonBadJSON, field+": malformed number")
+			return 0, Bad(ReasonBadJSON, field+": malformed number")
 		}
 		if err != nil || math.IsInf(f, 0) {
-			return 0, fail(reasonNonFinite, field+": number out of float64 range")
+			return 0, Bad(ReasonNonFinite, field+": number out of float64 range")
 		}
 		return f, nil
 	}
 	if d.hasLiteral("NaN") || d.hasLiteral("Infinity") {
-		return 0, fail(reasonNonFinite, field+": NaN or Infinity")
+		return 0, Bad(ReasonNonFinite, field+": NaN or Infinity")
 	}
 	if err := d.skipValue(0); err != nil {
 		return 0, err
 	}
-	return 0, fail(reasonWrongType, field+": want a number")
+	return 0, Bad(ReasonWrongType, field+": want a number")
 }
 
 // idToken reads an id: a JSON string or an integer number, kept as its raw token.
-func (d *decoder) idToken(field string) ([]byte, error) {
+func (d *Decoder) idToken(field string) ([]byte, error) {
 	if d.pos < len(d.data) && d.data[d.pos] == '"' {
 		return d.str()
 	}
 	if d.pos < len(d.data) && (d.data[d.pos] == '-' || d.data[d.pos] >= '0' && d.data[d.pos] <= '9') {
 		tok, ok := d.numToken()
 		if !ok {
-			return nil, fail(reasonBadJSON, field+": malformed number")
+			return nil, Bad(ReasonBadJSON, field+": malformed number")
 		}
 		for _, c := range tok {
 			if c == '.' || c == 'e' || c == 'E' {
-				return nil, fail(reasonWrongType, field+": want a string or an integer")
+				return nil, Bad(ReasonWrongType, field+": want a string or an integer")
 			}
 		}
 		return tok, nil
@@ -388,11 +329,11 @@ func (d *decoder) idToken(field string) ([]byte, error) {
 	if err := d.skipValue(0); err != nil {
 		return nil, err
 	}
-	return nil, fail(reasonWrongType, field+": want a string or an integer")
+	return nil, Bad(ReasonWrongType, field+": want a string or an integer")
 }
 
 // vector reads x, dense [..] or sparse {"i": v}, into dst (len dim).
-func (d *decoder) vector(dst []float64, field string) ([]float64, error) {
+func (d *Decoder) vector(dst []float64, field string) ([]float64, error) {
 	dst = dst[:d.dim]
 	if d.eat('[') {
 		n := 0
@@ -415,11 +356,11 @@ func (d *decoder) vector(dst []float64, field string) ([]float64, error) {
 				if d.eat(']') {
 					break
 				}
-				return nil, fail(reasonBadJSON, field+": expected ',' or ']'")
+				return nil, Bad(ReasonBadJSON, field+": expected ',' or ']'")
 			}
 		}
 		if n != d.dim {
-			return nil, fail(reasonDimension, field+": length "+strconv.Itoa(n)+", model.dim is "+strconv.Itoa(d.dim))
+			return nil, Bad(ReasonDimension, field+": length "+strconv.Itoa(n)+", model.dim is "+strconv.Itoa(d.dim))
 		}
 		return dst, nil
 	}
@@ -439,11 +380,11 @@ func (d *decoder) vector(dst []float64, field string) ([]float64, error) {
 			}
 			idx, ok := parseIndex(name)
 			if !ok {
-				return nil, fail(reasonWrongType, field+": sparse keys are 0-based decimal indices")
+				return nil, Bad(ReasonWrongType, field+": sparse keys are 0-based decimal indices")
 			}
 			d.skipWS()
 			if !d.eat(':') {
-				return nil, fail(reasonBadJSON, field+": missing ':'")
+				return nil, Bad(ReasonBadJSON, field+": missing ':'")
 			}
 			d.skipWS()
 			v, err := d.finite(field)
@@ -451,10 +392,10 @@ func (d *decoder) vector(dst []float64, field string) ([]float64, error) {
 				return nil, err
 			}
 			if idx >= d.dim {
-				return nil, fail(reasonDimension, field+": sparse index "+strconv.Itoa(idx)+" >= model.dim "+strconv.Itoa(d.dim))
+				return nil, Bad(ReasonDimension, field+": sparse index "+strconv.Itoa(idx)+" >= model.dim "+strconv.Itoa(d.dim))
 			}
 			if seen[idx] {
-				return nil, fail(reasonDimension, field+": sparse index "+strconv.Itoa(idx)+" repeated")
+				return nil, Bad(ReasonDimension, field+": sparse index "+strconv.Itoa(idx)+" repeated")
 			}
 			seen[idx] = true
 			dst[idx] = v
@@ -465,13 +406,13 @@ func (d *decoder) vector(dst []float64, field string) ([]float64, error) {
 			if d.eat('}') {
 				return dst, nil
 			}
-			return nil, fail(reasonBadJSON, field+": expected ',' or '}'")
+			return nil, Bad(ReasonBadJSON, field+": expected ',' or '}'")
 		}
 	}
 	if err := d.skipValue(0); err != nil {
 		return nil, err
 	}
-	return nil, fail(reasonWrongType, field+": want an array or an object of numbers")
+	return nil, Bad(ReasonWrongType, field+": want an array or an object of numbers")
 }
 
 // parseIndex reads a quoted decimal index without escapes ("0", "17").
@@ -491,16 +432,16 @@ func parseIndex(tok []byte) (int, bool) {
 }
 
 // armsList reads [{"id":..,"x":..}, ...].
-func (d *decoder) armsList() error {
+func (d *Decoder) armsList() error {
 	if !d.eat('[') {
 		if err := d.skipValue(0); err != nil {
 			return err
 		}
-		return fail(reasonWrongType, "arms: want an array of {id, x}")
+		return Bad(ReasonWrongType, "arms: want an array of {id, x}")
 	}
 	d.skipWS()
 	if d.eat(']') {
-		return fail(reasonMissingField, "arms: empty")
+		return Bad(ReasonMissingField, "arms: empty")
 	}
 	for {
 		d.skipWS()
@@ -508,7 +449,7 @@ func (d *decoder) armsList() error {
 			if err := d.skipValue(0); err != nil {
 				return err
 			}
-			return fail(reasonWrongType, "arms: each arm is an object {id, x}")
+			return Bad(ReasonWrongType, "arms: each arm is an object {id, x}")
 		}
 		// grow the flat buffer by one row; rows are re-sliced at the end
 		// because append may move the backing array.
@@ -532,20 +473,20 @@ func (d *decoder) armsList() error {
 				}
 				d.skipWS()
 				if !d.eat(':') {
-					return fail(reasonBadJSON, "arms: missing ':'")
+					return Bad(ReasonBadJSON, "arms: missing ':'")
 				}
 				d.skipWS()
 				switch string(name) {
 				case `"id"`:
 					if id != nil {
-						return fail(reasonBadJSON, "arms: repeated id")
+						return Bad(ReasonBadJSON, "arms: repeated id")
 					}
 					if id, err = d.idToken("arms.id"); err != nil {
 						return err
 					}
 				case `"x"`:
 					if gotX {
-						return fail(reasonBadJSON, "arms: repeated x")
+						return Bad(ReasonBadJSON, "arms: repeated x")
 					}
 					if _, err = d.vector(row, "arms.x"); err != nil {
 						return err
@@ -563,11 +504,11 @@ func (d *decoder) armsList() error {
 				if d.eat('}') {
 					break
 				}
-				return fail(reasonBadJSON, "arms: expected ',' or '}'")
+				return Bad(ReasonBadJSON, "arms: expected ',' or '}'")
 			}
 		}
 		if id == nil || !gotX {
-			return fail(reasonMissingField, "arms: each arm needs id and x")
+			return Bad(ReasonMissingField, "arms: each arm needs id and x")
 		}
 		d.armIDs = append(d.armIDs, id)
 		d.skipWS()
@@ -577,7 +518,7 @@ func (d *decoder) armsList() error {
 		if d.eat(']') {
 			break
 		}
-		return fail(reasonBadJSON, "arms: expected ',' or ']'")
+		return Bad(ReasonBadJSON, "arms: expected ',' or ']'")
 	}
 	d.armRows = d.armRows[:0]
 	for i := range d.armIDs {
@@ -590,12 +531,12 @@ func (d *decoder) armsList() error {
 const maxDepth = 64
 
 // skipValue scans any JSON value (unknown fields, wrong-typed values).
-func (d *decoder) skipValue(depth int) error {
+func (d *Decoder) skipValue(depth int) error {
 	if depth > maxDepth {
-		return fail(reasonBadJSON, "nesting too deep")
+		return Bad(ReasonBadJSON, "nesting too deep")
 	}
 	if d.pos >= len(d.data) {
-		return fail(reasonBadJSON, "truncated value")
+		return Bad(ReasonBadJSON, "truncated value")
 	}
 	switch c := d.data[d.pos]; {
 	case c == '"':
@@ -619,7 +560,7 @@ func (d *decoder) skipValue(depth int) error {
 				}
 				d.skipWS()
 				if !d.eat(':') {
-					return fail(reasonBadJSON, "missing ':'")
+					return Bad(ReasonBadJSON, "missing ':'")
 				}
 				d.skipWS()
 			}
@@ -633,20 +574,20 @@ func (d *decoder) skipValue(depth int) error {
 			if d.eat(closer) {
 				return nil
 			}
-			return fail(reasonBadJSON, "expected ',' or closing bracket")
+			return Bad(ReasonBadJSON, "expected ',' or closing bracket")
 		}
 	case c == '-' || c >= '0' && c <= '9':
 		if _, ok := d.numToken(); !ok {
 			if d.hasLiteral("Infinity") {
-				return fail(reasonNonFinite, "-Infinity")
+				return Bad(ReasonNonFinite, "-Infinity")
 			}
-			return fail(reasonBadJSON, "malformed number")
+			return Bad(ReasonBadJSON, "malformed number")
 		}
 		return nil
 	case d.hasLiteral("true"), d.hasLiteral("false"), d.hasLiteral("null"):
 		return nil
 	case d.hasLiteral("NaN"), d.hasLiteral("Infinity"):
-		return fail(reasonNonFinite, "NaN or Infinity")
+		return Bad(ReasonNonFinite, "NaN or Infinity")
 	}
-	return fail(reasonBadJSON, "unexpected character")
+	return Bad(ReasonBadJSON, "unexpected character")
 }
