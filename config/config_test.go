@@ -172,6 +172,32 @@ func TestValidateErrorsPointIntoTheFile(t *testing.T) {
 	}
 }
 
+// TestRecordLimitsFitTheStore: the limits on keys and ids are checked
+// against Badger's key limit and, with the changelog on, against its
+// record limit, naming the key where the file sets it; the defaults fit.
+func TestRecordLimitsFitTheStore(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want string // "" = valid
+	}{
+		{"model: {algorithm: aogd-ald, dim: 3}\n", ""},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 60000\n  max_id_bytes: 4000\n", ""},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 70000\n", "cfg.yaml:3: kafka.max_key_bytes: a key of 70000 bytes and an id of 512 make a state store key of up to 70515 bytes, above Badger's limit 64995"},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 60000\n  max_id_bytes: 5000\n", "cfg.yaml:3: kafka.max_key_bytes"},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 1000\nchangelog:\n  max_message_bytes: 2000\n", "above changelog.max_message_bytes 2000"},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 1000\nchangelog:\n  enabled: false\n  max_message_bytes: 2000\n", ""},
+	} {
+		c, err := Parse([]byte(tc.yaml), "cfg.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		err = c.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
 func TestEmptyFileIsDefaults(t *testing.T) {
 	for _, data := range []string{"", "\n# nothing\n", "~\n"} {
 		c, err := Parse([]byte(data), "empty.yaml")
@@ -282,6 +308,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"kafka.session_timeout", func(c *Config) { c.Kafka.SessionTimeout = 0 }},
 		{"kafka.heartbeat_interval", func(c *Config) { c.Kafka.HeartbeatInterval = time.Minute }},
 		{"kafka.max_value_bytes", func(c *Config) { c.Kafka.MaxValueBytes = 0 }},
+		{"kafka.max_key_bytes", func(c *Config) { c.Kafka.MaxKeyBytes = 0 }},
+		{"kafka.max_id_bytes", func(c *Config) { c.Kafka.MaxIDBytes = -1 }},
 		{"kafka.tls.enabled", func(c *Config) { c.Kafka.TLS.CAFile = "ca.pem" }},
 		{"kafka.tls.cert_file", func(c *Config) { c.Kafka.TLS = TLS{Enabled: true, CertFile: "c.pem"} }},
 		{"kafka.sasl.mechanism", func(c *Config) { c.Kafka.SASL.Mechanism = "gssapi" }},

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -23,7 +24,9 @@ const (
 	DefaultMaxPending            = 100000
 	DefaultMaxLearners           = 100000
 	DefaultTopK                  = 10
-	DefaultMaxValueBytes         = 1 << 20
+	DefaultMaxValueBytes         = wire.DefaultMaxValueBytes
+	DefaultMaxKeyBytes           = wire.DefaultMaxKeyBytes
+	DefaultMaxIDBytes            = wire.DefaultMaxIDBytes
 	DefaultShutdownGrace         = 25 * time.Second
 	DefaultBatchTimeout          = time.Duration(0)
 	DefaultCompression           = "lz4"
@@ -136,6 +139,14 @@ type Config struct {
 	// MaxValueBytes is the largest record value processed; bigger values are
 	// dead-lettered with reason "oversized". Default 1 MiB.
 	MaxValueBytes int
+	// MaxKeyBytes is the longest message key processed, MaxIDBytes the
+	// longest id token (id, arm, an arm's id; as written, quotes
+	// included); longer ones are dead-lettered with reason "oversized"
+	// before they reach the state, whose store and changelog keys hold
+	// them (wire.Limits). Defaults 1 KiB and 512 bytes; Validate checks
+	// that they fit Badger's keys and a changelog record.
+	MaxKeyBytes int
+	MaxIDBytes  int
 	// PropagateHeaders names the input record headers copied onto its
 	// prediction (compared without regard to case), e.g. "traceparent" for
 	// W3C trace context. Default nil = none.
@@ -227,6 +238,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxValueBytes == 0 {
 		cfg.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if cfg.MaxKeyBytes == 0 {
+		cfg.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if cfg.MaxIDBytes == 0 {
+		cfg.MaxIDBytes = DefaultMaxIDBytes
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
@@ -330,10 +347,19 @@ func (cfg Config) Validate() error {
 		name string
 		v    int
 	}{{"CheckpointMaxRecords", c.CheckpointMaxRecords}, {"MaxPending", c.MaxPending}, {"MaxLearners", c.MaxLearners},
-		{"TopK", c.TopK}, {"MaxValueBytes", c.MaxValueBytes}}
+		{"TopK", c.TopK}, {"MaxValueBytes", c.MaxValueBytes}, {"MaxKeyBytes", c.MaxKeyBytes}, {"MaxIDBytes", c.MaxIDBytes}}
 	for _, p := range ints {
 		if p.v < 0 {
 			bad(p.name, "%d must be > 0", p.v)
+		}
+	}
+	if c.MaxKeyBytes > 0 && c.MaxIDBytes > 0 {
+		changelogMax := 0
+		if c.Changelog.Topic != "" {
+			changelogMax = c.Changelog.MaxMessageBytes
+		}
+		if err := CheckRecordLimits(c.MaxKeyBytes, c.MaxIDBytes, changelogMax); err != nil {
+			bad("MaxKeyBytes, MaxIDBytes", "%v", err)
 		}
 	}
 	if lo := checkpoint.MinMemTableBytes >> 20; c.CheckpointMemTableMiB != 0 && (c.CheckpointMemTableMiB < lo || c.CheckpointMemTableMiB > MaxCheckpointMemTableMiB) {

@@ -46,11 +46,8 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			return nil // already in the key's restored state
 		}
 	}
-	if len(msg.Value) > w.cfg.MaxValueBytes {
-		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonOversized, fmt.Sprintf("value of %d bytes > MaxValueBytes %d", len(msg.Value), w.cfg.MaxValueBytes)))
-	}
-	if len(msg.Key) == 0 {
-		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonNoKey, "the message key routes the record to its learner"))
+	if err := w.dec.Limits().Admit(msg.Key, msg.Value); err != nil {
+		return w.dead(ctx, msg, emit, err)
 	}
 	if err := w.checkPartition(msg); err != nil {
 		return w.dead(ctx, msg, emit, err)

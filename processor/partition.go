@@ -77,7 +77,7 @@ type scored struct {
 
 func newWorker(p *Processor, store *checkpoint.Store, produce *kafka.Client, part int) *worker {
 	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
-		store: store, out: newProducer(produce, compressionCodecs[p.cfg.Compression]), dec: wire.NewDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
+		store: store, out: newProducer(produce, compressionCodecs[p.cfg.Compression]), dec: wire.NewDecoder(p.cfg.Model.Dim, p.cfg.limits()), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
 	for i := 0; i < p.inParts; i++ {
 		wk.partIDs = append(wk.partIDs, i)

@@ -54,7 +54,7 @@ func replayBandit(t *testing.T, env *banditenv.Clicks, n int, spec models.Spec) 
 	var order []string
 	var open []string
 	rng := models.NewRand(5)
-	dec := wire.NewDecoder(env.Config().Dim)
+	dec := wire.NewDecoder(env.Config().Dim, wire.Limits{})
 	var rec banditenv.ClickRecord
 	for !s.Done() {
 		if !s.Next(&rec) {

@@ -147,7 +147,7 @@ func directLinUCB(t *testing.T, audience string, n, w int) string {
 		t.Fatal(err)
 	}
 	s := e.Stream(n)
-	dec := wire.NewDecoder(e.Config().Dim)
+	dec := wire.NewDecoder(e.Config().Dim, wire.Limits{})
 	clicks, probs := make([]float64, n), make([]float64, n)
 	var r banditenv.ClickRecord
 	for s.Next(&r) {

@@ -41,7 +41,7 @@ func TestProduceSyntheticAndDataset(t *testing.T) {
 	}
 	// Same key, same partition on both topics (co-partitioned).
 	part := map[string]int{}
-	dec := wire.NewDecoder(3)
+	dec := wire.NewDecoder(3, wire.Limits{})
 	for _, m := range feats {
 		r, err := dec.Decode(m.Value)
 		if err != nil || r.Kind != wire.KindFeatures || !strings.HasPrefix(wire.Token(r.ID).String(), string(m.Key)+"-") {
@@ -65,7 +65,7 @@ func TestProduceSyntheticAndDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	dec = wire.NewDecoder(2)
+	dec = wire.NewDecoder(2, wire.Limits{})
 	for _, m := range recs {
 		r, err := dec.Decode(m.Value)
 		if err != nil {

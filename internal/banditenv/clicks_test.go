@@ -39,7 +39,7 @@ func runLoop(t testing.TB, e *Clicks, n int, spec models.Spec, shuffle uint64) l
 	type answer struct{ id, item string }
 	var waiting []answer
 	chosen := map[string]string{}
-	dec := wire.NewDecoder(e.Config().Dim)
+	dec := wire.NewDecoder(e.Config().Dim, wire.Limits{})
 	var r ClickRecord
 	for !s.Done() {
 		if !s.Next(&r) {
@@ -146,7 +146,7 @@ func TestClickStreamDeterministic(t *testing.T) {
 		t.Fatal("clicks differ between in-order and shuffled answers")
 	}
 	delayed, rewards := 0, 0
-	dec := wire.NewDecoder(e.Config().Dim)
+	dec := wire.NewDecoder(e.Config().Dim, wire.Limits{})
 	for key, recs := range a.byKey {
 		decided := map[string]int{} // decision id -> decisions of the user before it
 		nDec := 0
@@ -449,7 +449,7 @@ func TestClickDecimals(t *testing.T) {
 	if !e.Stream(1).Next(&rec) {
 		t.Fatal("no record")
 	}
-	d, err := wire.NewDecoder(16).Decode(rec.Value)
+	d, err := wire.NewDecoder(16, wire.Limits{}).Decode(rec.Value)
 	if err != nil || len(d.Arms) != 20 {
 		t.Fatalf("record %s: %v", rec.Value, err)
 	}

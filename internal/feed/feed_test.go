@@ -18,7 +18,7 @@ type decoded struct {
 
 func decode(t *testing.T, value []byte) decoded {
 	t.Helper()
-	r, err := wire.NewDecoder(4).Decode(value)
+	r, err := wire.NewDecoder(4, wire.Limits{}).Decode(value)
 	if err != nil {
 		t.Fatalf("%s: %v", value, err)
 	}

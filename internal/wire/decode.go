@@ -32,6 +32,7 @@ type Record struct {
 // dead-letter the record as non_finite rather than bad_json.
 type Decoder struct {
 	dim  int
+	lim  Limits
 	data []byte
 	pos  int
 
@@ -43,9 +44,14 @@ type Decoder struct {
 	rec     Record
 }
 
-func NewDecoder(dim int) *Decoder {
-	return &Decoder{dim: dim, xbuf: make([]float64, dim), seen: make([]bool, dim)}
+// NewDecoder returns a decoder of records whose x has dim features and
+// whose ids are within lim (zero fields: the defaults).
+func NewDecoder(dim int, lim Limits) *Decoder {
+	return &Decoder{dim: dim, lim: lim.WithDefaults(), xbuf: make([]float64, dim), seen: make([]bool, dim)}
 }
+
+// Limits are the decoder's limits, defaults applied.
+func (d *Decoder) Limits() Limits { return d.lim }
 
 const (
 	fID = 1 << iota
@@ -86,7 +92,7 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 			switch string(name) { // no allocation: the compiler compares in place
 			case `"id"`:
 				bit = fID
-				r.ID, err = d.idToken("id")
+				r.ID, err = d.boundedID("id")
 			case `"x"`:
 				bit = fX
 				r.X, err = d.vector(d.xbuf, "x")
@@ -99,7 +105,7 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 				r.Reward = true
 			case `"arm"`:
 				bit = fArm
-				r.Arm, err = d.idToken("arm")
+				r.Arm, err = d.boundedID("arm")
 			case `"arms"`:
 				bit = fArms
 				err = d.armsList()
@@ -332,6 +338,16 @@ func (d *Decoder) idToken(field string) ([]byte, error) {
 	return nil, Bad(ReasonWrongType, field+": want a string or an integer")
 }
 
+// boundedID is idToken within the limit on ids; field names the id in the
+// dead letter.
+func (d *Decoder) boundedID(field string) ([]byte, error) {
+	tok, err := d.idToken(field)
+	if err == nil && len(tok) > d.lim.ID {
+		return nil, tooLong(field, len(tok), "max_id_bytes", d.lim.ID)
+	}
+	return tok, err
+}
+
 // vector reads x, dense [..] or sparse {"i": v}, into dst (len dim).
 func (d *Decoder) vector(dst []float64, field string) ([]float64, error) {
 	dst = dst[:d.dim]
@@ -483,6 +499,9 @@ func (d *Decoder) armsList() error {
 					}
 					if id, err = d.idToken("arms.id"); err != nil {
 						return err
+					}
+					if len(id) > d.lim.ID {
+						return tooLong("arms["+strconv.Itoa(n)+"].id", len(id), "max_id_bytes", d.lim.ID)
 					}
 				case `"x"`:
 					if gotX {

@@ -28,7 +28,7 @@ func BenchmarkDecode(b *testing.B) {
 				name = "digits=17/" + name
 			}
 			b.Run(name, func(b *testing.B) {
-				d := NewDecoder(dim)
+				d := NewDecoder(dim, Limits{})
 				b.SetBytes(int64(len(value)))
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {

@@ -45,7 +45,7 @@ func TestDecode(t *testing.T) {
 		{in: "{\"id\":\"a\xff\",\"y\":1}", bad: true, reason: ReasonBadJSON},
 		{in: ``, bad: true, reason: ReasonBadJSON},
 	}
-	d := NewDecoder(3)
+	d := NewDecoder(3, Limits{})
 	for _, tc := range tests {
 		r, err := d.Decode([]byte(tc.in))
 		if tc.bad {
@@ -89,7 +89,7 @@ func FuzzDecode(f *testing.F) {
 		`{"id":"a","arms":[{"id":"i","x":[0,0,1]}]}`, `{"id":"a","reward":0.5,"arm":"i"}`, `{"id":"\u00e9","x":[1,2,3],"ts":5,"z":[{}]}`} {
 		f.Add([]byte(s))
 	}
-	d := NewDecoder(3)
+	d := NewDecoder(3, Limits{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := d.Decode(data)
 		if err != nil {
