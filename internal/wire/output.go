@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -32,6 +33,14 @@ func AppendPrediction(b []byte, p *Prediction) []byte {
 	b = append(b, p.ID...)
 	b = append(b, `,"key":`...)
 	b = appendString(b, p.Key)
+	if !utf8.Valid(p.Key) {
+		// JSON strings are text: the key's invalid bytes became U+FFFD
+		// above, so keys "\xff" and "\xfe" would read the same. The
+		// bytes themselves, for (key, id) to stay unique downstream.
+		b = append(b, `,"key_b64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, p.Key)
+		b = append(b, '"')
+	}
 	b = append(b, `,"model":`...)
 	b = appendString(b, []byte(p.Model))
 	b = append(b, `,"y_hat":`...)
@@ -80,7 +89,8 @@ func appendFloat(b []byte, v float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString writes s as a JSON string; invalid UTF-8 bytes become U+FFFD.
+// appendString writes s as a JSON string; invalid UTF-8 bytes become U+FFFD
+// (AppendPrediction adds a key's bytes in key_b64 then).
 func appendString(b []byte, s []byte) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
@@ -113,8 +123,11 @@ func appendString(b []byte, s []byte) []byte {
 // (non-finite) number as a nil pointer, ids as their tokens.
 // TestOutputRoundTrip checks it against AppendPrediction.
 type Output struct {
-	ID        Token    `json:"id"`
-	Key       string   `json:"key"`
+	ID  Token  `json:"id"`
+	Key string `json:"key"`
+	// KeyB64 holds the key's bytes when they are not valid UTF-8 (Key
+	// then has U+FFFD in their place); RoutingKey reads either.
+	KeyB64    []byte   `json:"key_b64,omitempty"`
 	Model     string   `json:"model"`
 	YHat      *float64 `json:"y_hat"`
 	Std       *float64 `json:"std,omitempty"`
@@ -126,6 +139,15 @@ type Output struct {
 	NUpdates  uint64   `json:"n_updates"`
 	Partition int      `json:"partition"`
 	Offset    int64    `json:"offset"`
+}
+
+// RoutingKey is the output's message key as the input had it: KeyB64
+// when present, else Key.
+func (o *Output) RoutingKey() []byte {
+	if o.KeyB64 != nil {
+		return o.KeyB64
+	}
+	return []byte(o.Key)
 }
 
 // Token is an id as the records carry it: the JSON text of a string (with

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestOutputRoundTrip: what AppendPrediction writes is JSON that decodes
@@ -35,5 +36,30 @@ func TestOutputRoundTrip(t *testing.T) {
 		if o.ID.String() != map[bool]string{true: `x"1`, false: "17"}[tc.p.HasStd] {
 			t.Errorf("id text %q", o.ID.String())
 		}
+	}
+}
+
+// TestOutputKeyLossless: a key that is not valid UTF-8 reads as text with
+// U+FFFD in "key" (so "\xff" and "\xfe" read the same) and its bytes in
+// "key_b64"; a valid key has no key_b64. (key, id) stays unique.
+func TestOutputKeyLossless(t *testing.T) {
+	seen := map[string]string{}
+	for _, key := range []string{"user-7", "\xff", "\xfe", "a\xffb", "é", "\u2028", ""} {
+		b := AppendPrediction(nil, &Prediction{ID: []byte(`"1"`), Key: []byte(key), Model: "m"})
+		var o Output
+		if err := json.Unmarshal(b, &o); err != nil {
+			t.Fatalf("%q: %s: %v", key, b, err)
+		}
+		if string(o.RoutingKey()) != key {
+			t.Errorf("%q: %s reads back as key %q", key, b, o.RoutingKey())
+		}
+		if hasB64 := o.KeyB64 != nil; hasB64 == utf8.ValidString(key) {
+			t.Errorf("%q: %s: key_b64 present %v", key, b, hasB64)
+		}
+		dedup := string(o.RoutingKey()) + "/" + string(o.ID)
+		if prev, dup := seen[dedup]; dup {
+			t.Errorf("keys %q and %q give the same (key, id)", prev, key)
+		}
+		seen[dedup] = key
 	}
 }
