@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"bytes"
+	"cmp"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -41,6 +44,11 @@ type Decoder struct {
 	armRows [][]float64
 	armIDs  [][]byte
 	seen    []bool
+	order   []int32  // arm indices, to find repeated arm ids
+	armKeys [][]byte // the arms' ids in canonical form
+	canon   []byte   // canonical forms of escaped arm ids
+	name    []byte   // an escaped field name, unescaped (fieldName)
+	escaped bool     // the last string scanned held an escape
 	rec     Record
 }
 
@@ -79,7 +87,7 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 	if !d.eat('}') {
 		for {
 			d.skipWS()
-			name, err := d.str()
+			name, err := d.fieldName()
 			if err != nil {
 				return nil, err
 			}
@@ -92,30 +100,44 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 			switch string(name) { // no allocation: the compiler compares in place
 			case `"id"`:
 				bit = fID
-				r.ID, err = d.boundedID("id")
 			case `"x"`:
 				bit = fX
-				r.X, err = d.vector(d.xbuf, "x")
 			case `"y"`:
 				bit = fY
-				r.Y, err = d.finite("y")
 			case `"reward"`:
 				bit = fReward
-				r.Y, err = d.finite("reward")
-				r.Reward = true
 			case `"arm"`:
 				bit = fArm
-				r.Arm, err = d.boundedID("arm")
 			case `"arms"`:
 				bit = fArms
-				err = d.armsList()
 			case `"delete"`:
 				bit = fDelete
+			case `"ts"`:
+				bit = fTs
+			}
+			if got&bit != 0 {
+				return nil, Bad(ReasonBadJSON, "repeated field "+string(name))
+			}
+			got |= bit
+			switch bit {
+			case fID:
+				r.ID, err = d.boundedID("id")
+			case fX:
+				r.X, err = d.vector(d.xbuf, "x")
+			case fY:
+				r.Y, err = d.finite("y")
+			case fReward:
+				r.Y, err = d.finite("reward")
+				r.Reward = true
+			case fArm:
+				r.Arm, err = d.boundedID("arm")
+			case fArms:
+				err = d.armsList()
+			case fDelete:
 				if !d.literal("true") {
 					err = Bad(ReasonWrongType, "delete: want true")
 				}
-			case `"ts"`:
-				bit = fTs
+			case fTs:
 				var t float64
 				t, err = d.finite("ts")
 				if err == nil && (t != math.Trunc(t) || math.Abs(t) > 1<<62) {
@@ -128,10 +150,6 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 			if err != nil {
 				return nil, err
 			}
-			if got&bit != 0 {
-				return nil, Bad(ReasonBadJSON, "repeated field "+string(name))
-			}
-			got |= bit
 			d.skipWS()
 			if d.eat(',') {
 				continue
@@ -215,13 +233,15 @@ func (d *Decoder) eat(c byte) bool {
 	return false
 }
 
-// str scans a JSON string and returns its raw token (with quotes).
+// str scans a JSON string and returns its raw token (with quotes);
+// d.escaped says whether it holds an escape.
 func (d *Decoder) str() ([]byte, error) {
 	start := d.pos
 	if !d.eat('"') {
 		return nil, Bad(ReasonBadJSON, "expected a string")
 	}
 	ascii := true
+	d.escaped = false
 	for d.pos < len(d.data) {
 		c := d.data[d.pos]
 		switch {
@@ -233,6 +253,7 @@ func (d *Decoder) str() ([]byte, error) {
 			}
 			return tok, nil
 		case c == '\\':
+			d.escaped = true
 			if d.pos+1 >= len(d.data) {
 				return nil, Bad(ReasonBadJSON, "truncated escape")
 			}
@@ -262,6 +283,21 @@ func (d *Decoder) str() ([]byte, error) {
 		}
 	}
 	return nil, Bad(ReasonBadJSON, "unterminated string")
+}
+
+// fieldName scans a field name and returns it as the known names compare
+// with it: its raw token, or, when it holds escapes, the token unescaped
+// and quoted again (canonical), so that "\u0078" is x, as for
+// encoding/json and Python's json (a name repeated that way is then caught
+// as repeated, where it used to be skipped as unknown and the first value
+// kept while they take the last).
+func (d *Decoder) fieldName() ([]byte, error) {
+	tok, err := d.str()
+	if err != nil || !d.escaped {
+		return tok, err
+	}
+	d.name = canonical(d.name[:0], tok)
+	return d.name, nil
 }
 
 func isHex(c byte) bool {
@@ -483,7 +519,7 @@ func (d *Decoder) armsList() error {
 		if !d.eat('}') {
 			for {
 				d.skipWS()
-				name, err := d.str()
+				name, err := d.fieldName()
 				if err != nil {
 					return err
 				}
@@ -539,11 +575,78 @@ func (d *Decoder) armsList() error {
 		}
 		return Bad(ReasonBadJSON, "arms: expected ',' or ']'")
 	}
+	if i, j := d.repeatedArm(); j >= 0 {
+		return Bad(ReasonBadFields, "arms["+strconv.Itoa(j)+"].id "+string(d.armIDs[j])+" repeats arms["+strconv.Itoa(i)+"].id "+string(d.armIDs[i])+
+			": a reward could not say which arm it is for")
+	}
 	d.armRows = d.armRows[:0]
 	for i := range d.armIDs {
 		d.armRows = append(d.armRows, d.armFlat[i*d.dim:(i+1)*d.dim])
 	}
 	return nil
+}
+
+// repeatedArm returns two arms i < j whose ids are the same id to the
+// output's readers (the same token, or tokens that decode to the same
+// value: "a" and "\u0061"), or j = -1. A few arms are compared pairwise;
+// more are sorted by id in a reused index slice, so that a decision of
+// thousands of arms costs n log n, not n², and allocates nothing.
+func (d *Decoder) repeatedArm() (i, j int) {
+	ids := d.canonicalArmIDs()
+	if len(ids) <= 16 {
+		for j := 1; j < len(ids); j++ {
+			for i := 0; i < j; i++ {
+				if bytes.Equal(ids[i], ids[j]) {
+					return i, j
+				}
+			}
+		}
+		return -1, -1
+	}
+	d.order = d.order[:0]
+	for k := range ids {
+		d.order = append(d.order, int32(k))
+	}
+	slices.SortFunc(d.order, func(a, b int32) int {
+		if c := bytes.Compare(ids[a], ids[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	for k := 1; k < len(d.order); k++ {
+		if a, b := d.order[k-1], d.order[k]; bytes.Equal(ids[a], ids[b]) {
+			return int(a), int(b)
+		}
+	}
+	return -1, -1
+}
+
+// canonicalArmIDs returns the arms' ids in canonical form: the tokens
+// themselves unless one has an escape (or is -0), then canonical copies in
+// a reused buffer, sized first so that it never moves under the slices.
+func (d *Decoder) canonicalArmIDs() [][]byte {
+	need := 0
+	for _, id := range d.armIDs {
+		if needsCanonical(id) {
+			need += len(id) // a canonical form is never longer than its token
+		}
+	}
+	if need == 0 {
+		return d.armIDs
+	}
+	if cap(d.canon) < need {
+		d.canon = make([]byte, 0, need)
+	}
+	d.canon, d.armKeys = d.canon[:0], d.armKeys[:0]
+	for _, id := range d.armIDs {
+		if needsCanonical(id) {
+			start := len(d.canon)
+			d.canon = canonical(d.canon, id)
+			id = d.canon[start:]
+		}
+		d.armKeys = append(d.armKeys, id)
+	}
+	return d.armKeys
 }
 
 // maxDepth bounds the nesting of skipped values.

@@ -1,10 +1,8 @@
 package wire
 
 import (
-	"bytes"
-	"encoding/json"
-	"math"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -82,56 +80,92 @@ func equalFloats(a, b []float64) bool {
 	return true
 }
 
-// FuzzDecode checks the Decoder against encoding/json: it never panics;
-// whatever it accepts is valid JSON whose fields encoding/json reads the same.
-func FuzzDecode(f *testing.F) {
-	for _, s := range []string{`{"id":"a","x":[1,2,3]}`, `{"id":1,"x":{"0":1e-3},"y":-1}`, `{"id":"a","y":1}`,
-		`{"id":"a","arms":[{"id":"i","x":[0,0,1]}]}`, `{"id":"a","reward":0.5,"arm":"i"}`, `{"id":"\u00e9","x":[1,2,3],"ts":5,"z":[{}]}`} {
-		f.Add([]byte(s))
-	}
+// TestRepeatedFieldsAfterUnescaping: a field name is compared unescaped,
+// as encoding/json and Python's json read it, so a field repeated with an
+// escape is bad_json like a plain repetition (they would take the last
+// value, the decoder used to take the first), and an escaped known name is
+// that field.
+func TestRepeatedFieldsAfterUnescaping(t *testing.T) {
 	d := NewDecoder(3, Limits{})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := d.Decode(data)
-		if err != nil {
-			return
+	for _, in := range []string{
+		`{"id":"a","\u0078":[1,2,3],"x":[4,5,6]}`,
+		`{"id":"a","x":[1,2,3],"\u0078":[4,5,6]}`,
+		`{"\u0069\u0064":"a","id":"b","x":[1,2,3]}`,
+		`{"id":"a","y":1,"\u0079":2}`,
+		`{"id":"a","reward":1,"r\u0065ward":2}`,
+		`{"id":"a","x":[1,2,3],"\u0074s":1,"ts":2}`,
+		`{"id":"a","arms":[{"id":"i","x":[1,2,3]}],"\u0061rms":[]}`,
+		`{"id":"a","arms":[{"id":"i","\u0069d":"j","x":[1,2,3]}]}`,
+		`{"id":"a","arms":[{"id":"i","x":[1,2,3],"\u0078":[4,5,6]}]}`,
+	} {
+		if _, err := d.Decode([]byte(in)); ReasonOf(err) != ReasonBadJSON || !strings.Contains(err.Error(), "repeated") {
+			t.Errorf("%s: %v, want bad_json: repeated", in, err)
 		}
-		if !json.Valid(data) {
-			t.Fatalf("accepted invalid JSON %q", data)
+	}
+	for _, tc := range []struct {
+		in string
+		x  []float64
+	}{
+		{`{"\u0069d":"a","\u0078":[1,2,3]}`, []float64{1, 2, 3}},
+		{`{"id":"a","x":[1,2,3],"\u00e9":[7],"\ud83d\ude00":1,"\ud800":2}`, []float64{1, 2, 3}},
+		{`{"id":"a","x\n":[9],"x":[1,2,3]}`, []float64{1, 2, 3}},
+	} {
+		r, err := d.Decode([]byte(tc.in))
+		if err != nil || !equalFloats(r.X, tc.x) {
+			t.Errorf("%s: %v, x %v", tc.in, err, r)
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("accepted %q that encoding/json rejects: %v", data, err)
-		}
-		if !bytes.Equal(bytes.TrimSpace(m["id"]), r.ID) {
-			t.Fatalf("id %s, encoding/json %s", r.ID, m["id"])
-		}
-		if r.Kind == KindFeatures || r.Kind == KindLabeled {
-			var dense []float64
-			var sparse map[string]float64
-			want := make([]float64, 3)
-			if json.Unmarshal(m["x"], &dense) == nil {
-				copy(want, dense)
-			} else if json.Unmarshal(m["x"], &sparse) == nil {
-				for k, v := range sparse {
-					i, _ := strconv.Atoi(k)
-					want[i] = v
-				}
-			} else {
-				t.Fatalf("x %s not decodable by encoding/json", m["x"])
+	}
+}
+
+// TestRepeatedArmIDs: two arms with the same id (the same token, or
+// tokens that decode to the same value) are bad_fields naming the ids: a
+// reward could not say which arm it is for. Arms are compared pairwise up
+// to 16 and sorted beyond.
+func TestRepeatedArmIDs(t *testing.T) {
+	d := NewDecoder(1, Limits{})
+	arms := func(ids ...string) string {
+		var b strings.Builder
+		b.WriteString(`{"id":"d","arms":[`)
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteByte(',')
 			}
-			if !equalFloats(want, r.X) {
-				t.Fatalf("x = %v, encoding/json %v", r.X, want)
-			}
+			b.WriteString(`{"id":` + id + `,"x":[` + strconv.Itoa(i) + `]}`)
 		}
-		if r.HasY {
-			var y float64
-			raw := m["y"]
-			if r.Reward {
-				raw = m["reward"]
-			}
-			if json.Unmarshal(raw, &y) != nil || y != r.Y || math.IsInf(y, 0) {
-				t.Fatalf("y = %v, encoding/json %s", r.Y, raw)
-			}
+		b.WriteString(`]}`)
+		return b.String()
+	}
+	many := func(dup int, id string) []string {
+		var ids []string
+		for i := 0; i < 40; i++ {
+			ids = append(ids, `"item-`+strconv.Itoa(i)+`"`)
 		}
-	})
+		ids[dup] = id
+		return ids
+	}
+	for _, tc := range []struct {
+		ids  []string
+		want string // "" = accepted
+	}{
+		{[]string{`"a"`, `"b"`}, ""},
+		{[]string{`"a"`, `"a"`}, `bad_fields: arms[1].id "a" repeats arms[0].id "a"`},
+		{[]string{`"a"`, `"b"`, `"\u0061"`}, `bad_fields: arms[2].id "\u0061" repeats arms[0].id "a"`},
+		{[]string{`7`, `"7"`}, ""}, // a number and a string are different ids
+		{[]string{`0`, `-0`}, `bad_fields: arms[1].id -0 repeats arms[0].id 0`},
+		{[]string{`"\ud83d\ude00"`, `"😀"`}, `bad_fields: arms[1].id "😀" repeats arms[0].id "\ud83d\ude00"`},
+		{many(39, `"item-39"`), ""},
+		{many(39, `"item-3"`), `bad_fields: arms[39].id "item-3" repeats arms[3].id "item-3"`},
+		{many(20, `"item-3\u0031"`), `bad_fields: arms[31].id "item-31" repeats arms[20].id "item-3\u0031"`},
+	} {
+		in := arms(tc.ids...)
+		r, err := d.Decode([]byte(in))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", in, err)
+		case tc.want == "" && len(r.ArmIDs) != len(tc.ids):
+			t.Errorf("%s: %d arms", in, len(r.ArmIDs))
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %s", in, err, tc.want)
+		}
+	}
 }
