@@ -130,6 +130,15 @@ func TestTypeErrorNamesKeyLineAndFix(t *testing.T) {
 		{"kafka:\n  brokers: [a:1]\n  tls:\n    enabled: maybe\n", []string{"cfg.yaml:4:", "kafka.tls.enabled", "true or false"}},
 		{"kafka:\n  brokers: {a: 1}\n", []string{"cfg.yaml:2:", "kafka.brokers", "a list such as [a, b] of strings"}},
 		{"model:\n  dim: five\n", []string{"cfg.yaml:2:", "model.dim", "an integer"}},
+		// yaml.v3 truncates a float into an int field: refused, as the
+		// environment override refuses it.
+		{"model:\n  algorithm: aogd-ald\n  dim: 3.5\n", []string{"cfg.yaml:3:", "model.dim", `"3.5" is not an integer`}},
+		{"checkpoint:\n  max_records: 2.9\n", []string{"cfg.yaml:2:", "checkpoint.max_records", `"2.9" is not an integer`}},
+		{"cache:\n  max_learners: 1e3\n", []string{"cfg.yaml:2:", "cache.max_learners", `"1e3" is not an integer`}},
+		{"labels:\n  max_pending: 100.0\n", []string{"cfg.yaml:2:", "labels.max_pending", `"100.0" is not an integer`}},
+		{"model:\n  seed: 1.5\n", []string{"cfg.yaml:2:", "model.seed", `"1.5" is not a non-negative integer`}},
+		{"model:\n  kernel: {type: polynomial, degree: 2.5}\n", []string{"cfg.yaml:2:", "model.kernel.degree", `"2.5" is not an integer`}},
+		{"kafka:\n  max_key_bytes: 64.5\n", []string{"cfg.yaml:2:", "kafka.max_key_bytes", `"64.5" is not an integer`}},
 	} {
 		_, err := Parse([]byte(tc.yaml), "cfg.yaml")
 		if err == nil {
