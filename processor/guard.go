@@ -62,3 +62,22 @@ func (w *worker) checkTs(msg *kafka.Message, ts int64) error {
 	return wire.Bad(wire.ReasonBadTimestamp, fmt.Sprintf("ts %d is %v from the Kafka timestamp %d (bound %v; ts is in milliseconds)",
 		ts, time.Duration(min(d, int64(1<<62)/int64(time.Millisecond)))*time.Millisecond, kts, w.cfg.MaxTsSkew))
 }
+
+// watermarkTime is how far a record moves the partition's event-time
+// watermark: its event time, but no later than its Kafka timestamp, so
+// that an outlier ts ahead of the log's time (within MaxTsSkew) cannot
+// expire the pending entries and idle keys of the whole partition. The
+// watermark then follows the log's own time (the producers' clocks, or the
+// brokers' under LogAppendTime) wherever ts runs ahead of it, and ts
+// wherever it lags (late events, replays of history). The record keeps its
+// own ts for its pending entry. Records without a Kafka timestamp move it
+// to their ts.
+func watermarkTime(msg *kafka.Message, ts int64) int64 {
+	if msg.Time.IsZero() {
+		return ts
+	}
+	if kts := msg.Time.UnixMilli(); kts > 0 {
+		return min(ts, kts)
+	}
+	return ts
+}

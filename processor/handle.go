@@ -67,8 +67,8 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 		}
 		ts = r.Ts
 	}
-	if ts > w.watermark {
-		w.watermark = ts
+	if t := watermarkTime(msg, ts); t > w.watermark {
+		w.watermark = t
 		if n := w.pend.expireTTL(w.watermark, w.cfg.LabelsTTL.Milliseconds()); n > 0 {
 			c.expired[expiryTTL].Add(int64(n))
 			w.tally.pending -= int64(n)

@@ -83,6 +83,7 @@ type testRecord struct {
 	topic string
 	key   string
 	value string
+	time  time.Time // its Kafka timestamp, for the tester; zero = the tester's clock
 }
 
 // produce writes records in order (per partition order is what matters).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kernelstream/kernelstream/changelog"
 	"github.com/kernelstream/kernelstream/internal/wire"
@@ -157,8 +158,10 @@ func TestLabelJoinAndExpiry(t *testing.T) {
 		testRecord{key: "k", value: `{"id":"c",` + x + `}`}, // evicts a (count bound 2)
 		testRecord{topic: tLabels, key: "k", value: `{"id":"b","y":1}`},
 		testRecord{topic: tLabels, key: "k", value: `{"id":"a","y":1}`}, // expired: unknown
-		testRecord{key: "k", value: `{"id":"d",` + x + `,"ts":` + fmt.Sprint(ts.base.Add(2*60*60*1000*1e6).UnixMilli()) + `}`},
-		testRecord{topic: tLabels, key: "k", value: `{"id":"c","y":1}`}, // expired by TTL (2 h later in event time)
+		// 2 h later in event time, and in the log's time: the watermark
+		// moves no further than the Kafka timestamp (guard.go).
+		testRecord{key: "k", value: `{"id":"d",` + x + `,"ts":` + fmt.Sprint(ts.base.Add(2*time.Hour).UnixMilli()) + `}`, time: ts.base.Add(2 * time.Hour)},
+		testRecord{topic: tLabels, key: "k", value: `{"id":"c","y":1}`, time: ts.base.Add(2 * time.Hour)}, // expired by TTL
 	)
 	st := ts.w.p.Stats()
 	if st.Updates != 1 || st.UnknownLabels != 2 {
