@@ -17,9 +17,10 @@ import (
 // Per-record handling: one input or labels record through decode, the
 // learner and the pending map (the worker calls handle in offset order).
 
-// handle processes one record.
+// handle processes one record. Each record is counted once, in one
+// outcome: its kind in records_total when it was used, "dead" (and its
+// reason) when it was dead-lettered, wherever it was found unusable.
 func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool) error {
-	c := &w.p.c
 	emit := true
 	if fromLabels {
 		w.nextLab = msg.Offset + 1
@@ -46,24 +47,38 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 			return nil // already in the key's restored state
 		}
 	}
-	if err := w.dec.Limits().Admit(msg.Key, msg.Value); err != nil {
+	kind, err := w.apply(ctx, msg, fromLabels, emit)
+	if wire.IsBad(err) {
 		return w.dead(ctx, msg, emit, err)
 	}
+	if err == nil {
+		w.tally.records[kind]++
+	}
+	return err
+}
+
+// apply decodes one record and applies it to the learner and the pending
+// map. A *wire.BadRecord error means the record is for the dead-letter
+// topic and left the state as it was; any other error is fatal.
+func (w *worker) apply(ctx context.Context, msg *kafka.Message, fromLabels, emit bool) (wire.Kind, error) {
+	c := &w.p.c
+	if err := w.dec.Limits().Admit(msg.Key, msg.Value); err != nil {
+		return 0, err
+	}
 	if err := w.checkPartition(msg); err != nil {
-		return w.dead(ctx, msg, emit, err)
+		return 0, err
 	}
 	r, err := w.dec.Decode(msg.Value)
 	if err != nil {
-		return w.dead(ctx, msg, emit, err)
+		return 0, err
 	}
 	if fromLabels && r.Kind != wire.KindLabel {
-		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonBadFields, "the labels topic carries id,y and id,reward records only"))
+		return 0, wire.Bad(wire.ReasonBadFields, "the labels topic carries id,y and id,reward records only")
 	}
-	w.tally.records[r.Kind]++
 	ts := msg.Time.UnixMilli()
 	if r.HasTs {
 		if err := w.checkTs(msg, r.Ts); err != nil {
-			return w.dead(ctx, msg, emit, err)
+			return 0, err
 		}
 		ts = r.Ts
 	}
@@ -84,15 +99,15 @@ func (w *worker) handle(ctx context.Context, msg *kafka.Message, fromLabels bool
 	}
 	switch r.Kind {
 	case wire.KindFeatures, wire.KindLabeled:
-		return w.predict(ctx, msg, r, ts, emit)
+		return r.Kind, w.predict(ctx, msg, r, ts, emit)
 	case wire.KindDecision:
-		return w.decide(ctx, msg, r, ts, emit)
+		return r.Kind, w.decide(ctx, msg, r, ts, emit)
 	case wire.KindLabel:
-		return w.label(ctx, msg, r, emit)
+		return r.Kind, w.label(msg, r)
 	case wire.KindDelete:
 		w.erase(msg.Key)
 	}
-	return nil
+	return r.Kind, nil
 }
 
 // learner returns key's learner. A *wire.BadRecord (the key is quarantined)
@@ -112,29 +127,19 @@ func (w *worker) learner(key []byte) (*slot, error) {
 	return s, nil
 }
 
-// deadOr dead-letters msg when err is a record's fault (a *wire.BadRecord)
-// and returns any other error.
-func (w *worker) deadOr(ctx context.Context, msg *kafka.Message, emit bool, err error) error {
-	var de *wire.BadRecord
-	if errors.As(err, &de) {
-		return w.dead(ctx, msg, emit, err)
-	}
-	return err
-}
-
 func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *wire.Record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return w.deadOr(ctx, msg, emit, err)
+		return err
 	}
 	var p models.Prediction
 	if err := contain("Predict", func() { p = s.l.Predict(r.X) }); err != nil {
-		return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+		return w.onPanic(s, err)
 	}
 	if p.Err != nil {
 		// The learner refused x (e.g. ||x||^2 overflows its kernel): the
 		// record is unusable, the learner untouched.
-		return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonNonFinite, "x: "+p.Err.Error()))
+		return wire.Bad(wire.ReasonNonFinite, "x: "+p.Err.Error())
 	}
 	s.dirty = true
 	if emit {
@@ -145,10 +150,9 @@ func (w *worker) predict(ctx context.Context, msg *kafka.Message, r *wire.Record
 		}
 	}
 	if r.Kind == wire.KindLabeled {
-		if err := w.update(s, r.X, p, r.Y, false, false); err != nil {
-			return w.deadOr(ctx, msg, emit, err)
-		}
-		return nil
+		// Its prediction is out (predict first), so a y the numerical guard
+		// refuses dead-letters the record after it.
+		return w.update(s, r.X, p, r.Y, "y", false, false)
 	}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.X...), p: p}}}
 	w.putPending(msg.Key, r.ID, e)
@@ -173,7 +177,7 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *wire.Record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return w.deadOr(ctx, msg, emit, err)
+		return err
 	}
 	s.dirty = true
 	out := wire.Prediction{ID: r.ID, Key: msg.Key, Model: w.cfg.Model.Algorithm, Updates: s.updates, Partition: w.part, Offset: msg.Offset}
@@ -181,7 +185,7 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *wire.Record,
 	if b, ok := s.l.(models.Bandit); ok {
 		var d models.Decision
 		if err := contain("Choose", func() { d = b.Choose(r.Arms) }); err != nil {
-			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+			return w.onPanic(s, err)
 		}
 		if d.Arm < 0 || d.Arm >= len(r.Arms) {
 			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.Arms)).Msg("bandit chose an arm out of range; record skipped")
@@ -198,11 +202,11 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *wire.Record,
 				w.scores = append(w.scores, scored{i, s.l.Predict(x)})
 			}
 		}); err != nil {
-			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+			return w.onPanic(s, err)
 		}
 		for _, sc := range w.scores {
 			if sc.p.Err != nil {
-				return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonNonFinite, fmt.Sprintf("arms[%d].x: %v", sc.i, sc.p.Err)))
+				return wire.Bad(wire.ReasonNonFinite, fmt.Sprintf("arms[%d].x: %v", sc.i, sc.p.Err))
 			}
 		}
 		sort.SliceStable(w.scores, func(a, b int) bool { return w.scores[a].p.Value > w.scores[b].p.Value })
@@ -226,7 +230,10 @@ func (w *worker) decide(ctx context.Context, msg *kafka.Message, r *wire.Record,
 	return nil
 }
 
-func (w *worker) label(ctx context.Context, msg *kafka.Message, r *wire.Record, emit bool) error {
+// label applies a label or reward to its pending prediction. The entry
+// leaves the pending map only once the update is applied: a label the
+// learner refuses is dead-lettered with the entry still pending.
+func (w *worker) label(msg *kafka.Message, r *wire.Record) error {
 	c := &w.p.c
 	w.kbuf = pendingKey(w.kbuf, msg.Key, r.ID)
 	e, ok := w.pend.m[string(w.kbuf)]
@@ -240,7 +247,7 @@ func (w *worker) label(ctx context.Context, msg *kafka.Message, r *wire.Record, 
 	arm := &e.arms[0]
 	if r.Arm != nil {
 		if !e.decision {
-			return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonBadFields, "arm given for a prediction that was not a decision"))
+			return wire.Bad(wire.ReasonBadFields, "arm given for a prediction that was not a decision")
 		}
 		arm = nil
 		for i := range e.arms {
@@ -250,24 +257,31 @@ func (w *worker) label(ctx context.Context, msg *kafka.Message, r *wire.Record, 
 			}
 		}
 		if arm == nil {
-			return w.dead(ctx, msg, emit, wire.Bad(wire.ReasonUnknownArm, "reward names an arm that was not offered (or not in the top-k kept)"))
+			return wire.Bad(wire.ReasonUnknownArm, "reward names an arm that was not offered (or not in the top-k kept)")
 		}
+	}
+	s, err := w.learner(msg.Key)
+	if err != nil {
+		return err
+	}
+	field := "y"
+	if r.Reward {
+		field = "reward"
+	}
+	if err := w.update(s, arm.x, arm.p, r.Y, field, e.decision, e.bandit); err != nil {
+		return err
 	}
 	w.pend.remove(e)
 	w.tally.pending--
-	s, err := w.learner(msg.Key)
-	if err != nil {
-		return w.deadOr(ctx, msg, emit, err)
-	}
-	if err := w.update(s, arm.x, arm.p, r.Y, e.decision, e.bandit); err != nil {
-		return w.deadOr(ctx, msg, emit, err)
-	}
 	return nil
 }
 
-// update applies a label (or reward) and keeps the numerical guard's
-// promise. It returns an error only when the learner panicked (onPanic).
-func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, decision, bandit bool) error {
+// update applies a label (or reward, as field names it) and keeps the
+// numerical guard's promise. An update the guard refuses leaves the state
+// as it was and dead-letters its record (non_finite), as the learner's
+// refusal of an x does; a panic dead-letters it too (onPanic). Other
+// refusals (a learner's capacity reached) are logged: the label is used up.
+func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, field string, decision, bandit bool) error {
 	c := &w.p.c
 	var err error
 	if perr := contain("Update", func() {
@@ -284,12 +298,13 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 		return w.onPanic(s, perr)
 	}
 	if err != nil {
-		if errors.Is(err, models.ErrNumerical) {
-			c.numerical.Add(1)
-		}
 		w.rateLog("update", func(ev *zerolog.Event) {
 			ev.Err(err).Str("key", s.key).Msg("update rejected; learner state kept")
 		})
+		if errors.Is(err, models.ErrNumerical) {
+			c.numerical.Add(1)
+			return wire.Bad(wire.ReasonNonFinite, field+": "+err.Error()+"; learner state kept")
+		}
 		return nil
 	}
 	s.updates++

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kernelstream/kernelstream/internal/wire"
+	"github.com/kernelstream/kernelstream/models"
 )
 
 // TestLongKeysAndIDsAreDeadLetters: between good records, a predict-only
@@ -80,5 +81,98 @@ func TestOutlierTsExpiresNothing(t *testing.T) {
 	ts.consume(testRecord{key: "other", value: `{"id":"late","y":1}`, time: ts.base.Add(4 * time.Hour)})
 	if st := ts.w.p.Stats(); st.Expired["ttl"] != 1 {
 		t.Errorf("4 h later in the log's time: expired %v, want ttl 1", st.Expired)
+	}
+}
+
+// TestOneOutcomePerRecord: every input is counted once in records_total,
+// in its kind when used and as "dead" when dead-lettered, whatever found it
+// unusable (the decoder, the timestamp check, the pending entry, the
+// learner's numerical guard).
+func TestOneOutcomePerRecord(t *testing.T) {
+	t.Parallel()
+	ts := newTester(t, lmsSpec, nil)
+	kms := ts.base.UnixMilli()
+	x := []float64{1, 2, 3}
+	recs := []testRecord{
+		{key: "k", value: string(wire.AppendFeatures(nil, "a", x))},                                     // features
+		{key: "k", value: string(wire.AppendLabeled(nil, "b", x, 1))},                                   // labeled
+		{key: "k", value: fmt.Sprintf(`{"id":"c","x":[1,2,3],"y":1,"ts":%d}`, kms*1000)},                // dead: bad_timestamp
+		{key: "k", value: `{"id":"d","x":[1,2]}`},                                                       // dead: dimension
+		{key: "k", value: string(wire.AppendReward(nil, "a", 1, "i"))},                                  // dead: bad_fields (a is no decision)
+		{key: "k", value: string(wire.AppendDecision(nil, "e", [][]byte{wire.AppendArm(nil, "i", x)}))}, // decision
+		{key: "k", value: string(wire.AppendReward(nil, "e", 1, "j"))},                                  // dead: unknown_arm
+		{key: "k", value: string(wire.AppendLabeled(nil, "f", []float64{100, 100, 100}, 1e308))},        // dead: non_finite (guard)
+		{key: "k", value: string(wire.AppendLabel(nil, "a", 1))},                                        // label
+		{key: "k", value: string(wire.AppendLabel(nil, "nobody", 1))},                                   // label (unknown id: counted drop)
+	}
+	ts.consume(recs...)
+	st := ts.w.p.Stats()
+	want := map[string]int64{"features": 1, "labeled": 1, "label": 2, "decision": 1, "dead": 5, "delete": 0}
+	total := int64(0)
+	for kind, n := range st.Records {
+		total += n
+		if n != want[kind] {
+			t.Errorf("records_total{kind=%q} = %d, want %d", kind, n, want[kind])
+		}
+	}
+	if total != int64(len(recs)) {
+		t.Errorf("%d records counted for %d inputs", total, len(recs))
+	}
+	if n := len(ts.emitted(tDLQ)); n != 5 {
+		t.Errorf("%d dead letters, want 5", n)
+	}
+}
+
+// TestRefusedLabelIsADeadLetter: a y or reward the numerical guard refuses
+// is dead-lettered non_finite, as an x the learner refuses is, and leaves
+// the state as it was: the learner, and the pending entry, whose good label
+// then applies. An inline y refused so is dead-lettered after its
+// prediction (predict first).
+func TestRefusedLabelIsADeadLetter(t *testing.T) {
+	t.Parallel()
+	huge := []float64{100, 100, 100} // with y = 1e308 the update overflows
+	for _, tc := range []struct {
+		name    string
+		spec    models.Spec
+		recs    []testRecord
+		good    []testRecord // the records that shape the state
+		updates int64
+	}{{
+		name:    "delayed label",
+		updates: 1,
+		spec:    lmsSpec,
+		recs: []testRecord{{key: "k", value: string(wire.AppendFeatures(nil, "a", huge))}, {key: "k", value: string(wire.AppendLabel(nil, "a", 1e308))},
+			{key: "k", value: string(wire.AppendLabel(nil, "a", 1))}},
+		good: []testRecord{{key: "k", value: string(wire.AppendFeatures(nil, "a", huge))}, {key: "k", value: string(wire.AppendLabel(nil, "a", 1))}},
+	}, {
+		name:    "reward",
+		updates: 1,
+		spec:    models.Spec{Algorithm: "ptest-ucb", Dim: 3, Seed: 11},
+		recs: []testRecord{{key: "k", value: string(wire.AppendDecision(nil, "d", [][]byte{wire.AppendArm(nil, "i", huge)}))},
+			{key: "k", value: string(wire.AppendReward(nil, "d", 1e308, ""))}, {key: "k", value: string(wire.AppendReward(nil, "d", 1, "i"))}},
+		good: []testRecord{{key: "k", value: string(wire.AppendDecision(nil, "d", [][]byte{wire.AppendArm(nil, "i", huge)}))},
+			{key: "k", value: string(wire.AppendReward(nil, "d", 1, "i"))}},
+	}, {
+		name: "inline label",
+		spec: lmsSpec,
+		recs: []testRecord{{key: "k", value: string(wire.AppendLabeled(nil, "a", huge, 1e308))}},
+		good: []testRecord{{key: "k", value: string(wire.AppendFeatures(nil, "a", huge))}}, // predicted, not updated, nothing pending
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTester(t, tc.spec, nil)
+			ts.consume(tc.recs...)
+			dead := ts.emitted(tDLQ)
+			if len(dead) != 1 || dead[0].headers[wire.HeaderReason] != "non_finite" || !strings.Contains(dead[0].headers[wire.HeaderError], "numerical guard") {
+				t.Fatalf("dead letters %+v, want one non_finite from the numerical guard", dead)
+			}
+			st := ts.w.p.Stats()
+			if st.NumericalRejections != 1 || st.Pending != 0 || st.Updates != tc.updates {
+				t.Errorf("stats: %d numerical rejections, %d pending, %d updates", st.NumericalRejections, st.Pending, st.Updates)
+			}
+			if n := len(ts.emitted(tOut)); n != 1 {
+				t.Errorf("%d outputs, want 1", n)
+			}
+			checkStates(t, replay(t, tc.spec, tc.good, DefaultTopK), ts.close())
+		})
 	}
 }
