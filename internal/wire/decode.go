@@ -2,9 +2,9 @@ package wire
 
 import (
 	"bytes"
-	"cmp"
+	"hash/maphash"
 	"math"
-	"slices"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -44,7 +44,7 @@ type Decoder struct {
 	armRows [][]float64
 	armIDs  [][]byte
 	seen    []bool
-	order   []int32  // arm indices, to find repeated arm ids
+	slots   []int32  // repeatedArm's hash table of arm indices
 	armKeys [][]byte // the arms' ids in canonical form
 	canon   []byte   // canonical forms of escaped arm ids
 	name    []byte   // an escaped field name, unescaped (fieldName)
@@ -589,11 +589,12 @@ func (d *Decoder) armsList() error {
 // repeatedArm returns two arms i < j whose ids are the same id to the
 // output's readers (the same token, or tokens that decode to the same
 // value: "a" and "\u0061"), or j = -1. A few arms are compared pairwise;
-// more are sorted by id in a reused index slice, so that a decision of
-// thousands of arms costs n log n, not n², and allocates nothing.
+// more go through a hash table of arm indices, reused from record to
+// record, so that a decision of thousands of arms costs n, not n², and
+// allocates nothing.
 func (d *Decoder) repeatedArm() (i, j int) {
 	ids := d.canonicalArmIDs()
-	if len(ids) <= 16 {
+	if len(ids) <= 8 {
 		for j := 1; j < len(ids); j++ {
 			for i := 0; i < j; i++ {
 				if bytes.Equal(ids[i], ids[j]) {
@@ -603,23 +604,30 @@ func (d *Decoder) repeatedArm() (i, j int) {
 		}
 		return -1, -1
 	}
-	d.order = d.order[:0]
-	for k := range ids {
-		d.order = append(d.order, int32(k))
+	size := 1 << bits.Len(uint(2*len(ids))) // a load factor under one half
+	if cap(d.slots) < size {
+		d.slots = make([]int32, size)
 	}
-	slices.SortFunc(d.order, func(a, b int32) int {
-		if c := bytes.Compare(ids[a], ids[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	for k := 1; k < len(d.order); k++ {
-		if a, b := d.order[k-1], d.order[k]; bytes.Equal(ids[a], ids[b]) {
-			return int(a), int(b)
+	slots := d.slots[:size]
+	clear(slots)
+	mask := uint64(size - 1)
+	for j, id := range ids {
+		for h := maphash.Bytes(armSeed, id) & mask; ; h = (h + 1) & mask {
+			i := slots[h] - 1 // slots hold index+1; 0 is empty
+			if i < 0 {
+				slots[h] = int32(j + 1)
+				break
+			}
+			if bytes.Equal(ids[i], id) {
+				return int(i), j
+			}
 		}
 	}
 	return -1, -1
 }
+
+// armSeed seeds repeatedArm's hash: any seed finds the same repeats.
+var armSeed = maphash.MakeSeed()
 
 // canonicalArmIDs returns the arms' ids in canonical form: the tokens
 // themselves unless one has an escape (or is -0), then canonical copies in

@@ -120,7 +120,7 @@ func TestRepeatedFieldsAfterUnescaping(t *testing.T) {
 // TestRepeatedArmIDs: two arms with the same id (the same token, or
 // tokens that decode to the same value) are bad_fields naming the ids: a
 // reward could not say which arm it is for. Arms are compared pairwise up
-// to 16 and sorted beyond.
+// to 8 and through a hash table beyond.
 func TestRepeatedArmIDs(t *testing.T) {
 	d := NewDecoder(1, Limits{})
 	arms := func(ids ...string) string {
