@@ -169,3 +169,30 @@ func TestRepeatedArmIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestHotPathAllocatesNothing: decoding good records (features, a decision
+// of 40 arms whose ids are checked for repeats, escapes included), the
+// limits, encoding their prediction into a buffer with room, and asking
+// whether a nil error is a bad record allocate nothing once the buffers
+// have grown.
+func TestHotPathAllocatesNothing(t *testing.T) {
+	var arms [][]byte
+	for i := 0; i < 40; i++ {
+		arms = append(arms, AppendArm(nil, "item-\u00e9"+strconv.Itoa(i), []float64{1, 2, 3}))
+	}
+	values := [][]byte{AppendLabeled(nil, "a", []float64{0.5, -1, 2}, 1), AppendDecision(nil, "d", arms), []byte(`{"\u0069d":"a","x":{"1":2}}`)}
+	d := NewDecoder(3, Limits{})
+	buf := make([]byte, 0, 4096)
+	for _, v := range values {
+		f := func() {
+			r, err := d.Decode(v)
+			if err != nil || IsBad(err) || d.Limits().Admit([]byte("k"), v) != nil {
+				t.Fatal(err)
+			}
+			buf = AppendPrediction(buf[:0], &Prediction{ID: r.ID, Key: []byte("k\xff"), Model: "m", Ranking: r.ArmIDs})
+		}
+		if n := testing.AllocsPerRun(100, f); n != 0 {
+			t.Errorf("%s: %v allocations per record", v[:min(len(v), 40)], n)
+		}
+	}
+}

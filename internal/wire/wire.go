@@ -77,7 +77,12 @@ func (e *BadRecord) Error() string { return e.Reason.String() + ": " + e.Msg }
 func Bad(r Reason, msg string) error { return &BadRecord{Reason: r, Msg: msg} }
 
 // IsBad reports whether err is a record's fault (a *BadRecord in its chain).
+// It allocates only for a wrapped error: errors.As's target escapes, and
+// the worker asks for every record.
 func IsBad(err error) bool {
+	if _, ok := err.(*BadRecord); ok || err == nil {
+		return ok
+	}
 	var b *BadRecord
 	return errors.As(err, &b)
 }
