@@ -236,15 +236,8 @@ func (cfg Config) withDefaults() Config {
 	if cfg.TopK == 0 {
 		cfg.TopK = DefaultTopK
 	}
-	if cfg.MaxValueBytes == 0 {
-		cfg.MaxValueBytes = DefaultMaxValueBytes
-	}
-	if cfg.MaxKeyBytes == 0 {
-		cfg.MaxKeyBytes = DefaultMaxKeyBytes
-	}
-	if cfg.MaxIDBytes == 0 {
-		cfg.MaxIDBytes = DefaultMaxIDBytes
-	}
+	lim := cfg.limits().WithDefaults()
+	cfg.MaxValueBytes, cfg.MaxKeyBytes, cfg.MaxIDBytes = lim.Value, lim.Key, lim.ID
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}

@@ -40,7 +40,7 @@ func CheckRecordLimits(maxKey, maxID, changelogMax int) error {
 	return nil
 }
 
-// limits are the decoder's limits of cfg (defaults applied).
+// limits are the decoder's limits of cfg.
 func (cfg *Config) limits() wire.Limits {
 	return wire.Limits{Value: cfg.MaxValueBytes, Key: cfg.MaxKeyBytes, ID: cfg.MaxIDBytes}
 }

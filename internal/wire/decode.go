@@ -61,6 +61,7 @@ func NewDecoder(dim int, lim Limits) *Decoder {
 // Limits are the decoder's limits, defaults applied.
 func (d *Decoder) Limits() Limits { return d.lim }
 
+// The known fields, as bits of the set a record has.
 const (
 	fID = 1 << iota
 	fX
@@ -71,6 +72,9 @@ const (
 	fTs
 	fDelete
 )
+
+// fieldNames names the known fields, in the order of their bits.
+var fieldNames = [...]string{"id", "x", "y", "reward", "arm", "arms", "ts", "delete"}
 
 // Decode parses value. The returned record is valid until the next call.
 func (d *Decoder) Decode(value []byte) (*Record, error) {
@@ -100,44 +104,30 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 			switch string(name) { // no allocation: the compiler compares in place
 			case `"id"`:
 				bit = fID
+				r.ID, err = d.boundedID("id")
 			case `"x"`:
 				bit = fX
+				r.X, err = d.vector(d.xbuf, "x")
 			case `"y"`:
 				bit = fY
+				r.Y, err = d.finite("y")
 			case `"reward"`:
 				bit = fReward
-			case `"arm"`:
-				bit = fArm
-			case `"arms"`:
-				bit = fArms
-			case `"delete"`:
-				bit = fDelete
-			case `"ts"`:
-				bit = fTs
-			}
-			if got&bit != 0 {
-				return nil, Bad(ReasonBadJSON, "repeated field "+string(name))
-			}
-			got |= bit
-			switch bit {
-			case fID:
-				r.ID, err = d.boundedID("id")
-			case fX:
-				r.X, err = d.vector(d.xbuf, "x")
-			case fY:
-				r.Y, err = d.finite("y")
-			case fReward:
 				r.Y, err = d.finite("reward")
 				r.Reward = true
-			case fArm:
+			case `"arm"`:
+				bit = fArm
 				r.Arm, err = d.boundedID("arm")
-			case fArms:
+			case `"arms"`:
+				bit = fArms
 				err = d.armsList()
-			case fDelete:
+			case `"delete"`:
+				bit = fDelete
 				if !d.literal("true") {
 					err = Bad(ReasonWrongType, "delete: want true")
 				}
-			case fTs:
+			case `"ts"`:
+				bit = fTs
 				var t float64
 				t, err = d.finite("ts")
 				if err == nil && (t != math.Trunc(t) || math.Abs(t) > 1<<62) {
@@ -147,6 +137,12 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 			default:
 				err = d.skipValue(0)
 			}
+			if got&bit != 0 {
+				// Named from the table: name may be the decoder's buffer,
+				// which an escaped name inside the value has reused.
+				return nil, Bad(ReasonBadJSON, "repeated field "+fieldNames[bits.TrailingZeros(uint(bit))])
+			}
+			got |= bit
 			if err != nil {
 				return nil, err
 			}
