@@ -12,7 +12,9 @@ import (
 // all partitions). Replayed records count in Records too.
 type Stats struct {
 	// Records by kind: "features" (id,x), "labeled" (id,x,y), "label"
-	// (id,y or id,reward), "decision" (id,arms), "dead" (dead-lettered).
+	// (id,y or id,reward), "decision" (id,arms), "delete", "dead"
+	// (dead-lettered). Each record counts once: in its kind when it was
+	// used, as "dead" when it was dead-lettered.
 	Records map[string]int64
 	// Predictions emitted to the output topic (replays emit nothing).
 	Predictions int64
@@ -32,7 +34,8 @@ type Stats struct {
 	KeysErased, KeysExpired int64
 	// UnknownLabels counts labels whose id is not pending (dropped, counted).
 	UnknownLabels int64
-	// NumericalRejections counts updates refused by the numerical guard.
+	// NumericalRejections counts updates refused by the numerical guard
+	// (their records are dead-lettered, reason non_finite).
 	NumericalRejections int64
 	// Replayed counts input records replayed without emitting to rebuild state.
 	Replayed int64
