@@ -27,10 +27,12 @@ type Record struct {
 // that a steady stream of records allocates nothing (BenchmarkDecode).
 //
 // Grammar: one JSON object (RFC 8259) with the known fields id, x, y,
-// reward, arm, arms, ts; unknown fields are skipped (forward compatibility);
-// a repeated known field is bad_json. The literals NaN, Infinity and
-// -Infinity (which Python's json module writes) are recognised only to
-// dead-letter the record as non_finite rather than bad_json.
+// reward, arm, arms, ts, delete; unknown fields are skipped (forward
+// compatibility); a known field repeated, as written or with escapes, is
+// bad_json; ids are within the limits and a decision's arm ids distinct.
+// The literals NaN, Infinity and -Infinity (which Python's json module
+// writes) are recognised only to dead-letter the record as non_finite
+// rather than bad_json.
 type Decoder struct {
 	dim  int
 	lim  Limits
