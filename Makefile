@@ -68,7 +68,8 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzLearnerState$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzStateReader$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./processor -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzNumber$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./processor -run '^$$' -fuzz '^FuzzMetaSpecHash$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/dataset -run '^$$' -fuzz '^FuzzReadLIBSVM$$' -fuzztime $(FUZZTIME)

@@ -72,6 +72,14 @@ const (
 	nsStage   = 's'
 )
 
+// MaxKeySuffixBytes is the longest key suffix (a learner's routing key, a
+// pending entry's composite key) the store can write: Badger refuses keys
+// above 65,000 bytes (maxKeySize in its txn.go), and every key starts with
+// its namespace and partition (5 bytes). A longer one fails the commit, and
+// with it every later commit of the partition: the processor's limits on
+// keys and ids keep every suffix below it.
+const MaxKeySuffixBytes = 65000 - 5
+
 // DefaultMemTableBytes is Badger's memtable size unless Options.MemTableBytes
 // says otherwise; MinMemTableBytes keeps Badger's transaction cap (15 % of
 // it) above the 1 MiB value threshold, which Badger requires.

@@ -203,3 +203,19 @@ func TestBadgerTxnCountLimit(t *testing.T) {
 		t.Fatalf("ReadLearner of an absent key: ok %v, err %v", ok, err)
 	}
 }
+
+// TestMaxKeySuffixBytes: a pending key of MaxKeySuffixBytes commits, one
+// byte more is refused by Badger (the bound the processor's limits on keys
+// and ids are checked against).
+func TestMaxKeySuffixBytes(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	ok := &Checkpoint{Meta: []byte("m"), Pending: []Op{{Key: bytes.Repeat([]byte("k"), MaxKeySuffixBytes), Value: []byte("v")}}}
+	if err := s.Commit(0, ok); err != nil {
+		t.Fatalf("a %d-byte suffix: %v", MaxKeySuffixBytes, err)
+	}
+	long := &Checkpoint{Meta: []byte("m"), Pending: []Op{{Key: bytes.Repeat([]byte("k"), MaxKeySuffixBytes+1), Value: []byte("v")}}}
+	if err := s.Commit(0, long); err == nil {
+		t.Fatalf("a %d-byte suffix committed", MaxKeySuffixBytes+1)
+	}
+}

@@ -52,6 +52,8 @@ type Kafka struct {
 	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout" doc:"time members get to rejoin during a rebalance"`
 	RetryBackoffMax   time.Duration `yaml:"retry_backoff_max" doc:"cap of the exponential backoff of every retry loop (join, fetch, produce, checkpoint)"`
 	MaxValueBytes     int           `yaml:"max_value_bytes" doc:"largest record value processed; bigger ones are dead-lettered (reason oversized)"`
+	MaxKeyBytes       int           `yaml:"max_key_bytes" doc:"longest message key (routing key) processed; longer ones are dead-lettered (reason oversized) before they reach the state, whose store and changelog keys hold it; with max_id_bytes it must fit Badger's 65,000-byte keys and a changelog record"`
+	MaxIDBytes        int           `yaml:"max_id_bytes" doc:"longest id token processed (id, arm and each arm's id, as written: a string's quotes included); longer ones are dead-lettered (reason oversized)"`
 	TLS               TLS           `yaml:"tls"`
 	SASL              SASL          `yaml:"sasl"`
 }
@@ -165,6 +167,8 @@ func Default() Config {
 			RebalanceTimeout:  processor.DefaultRebalanceTimeout,
 			RetryBackoffMax:   processor.DefaultRetryBackoffMax,
 			MaxValueBytes:     processor.DefaultMaxValueBytes,
+			MaxKeyBytes:       processor.DefaultMaxKeyBytes,
+			MaxIDBytes:        processor.DefaultMaxIDBytes,
 		},
 		Model: models.Spec{Kernel: models.KernelSpec{Type: "gaussian"}},
 		Checkpoint: Checkpoint{

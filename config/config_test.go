@@ -130,6 +130,15 @@ func TestTypeErrorNamesKeyLineAndFix(t *testing.T) {
 		{"kafka:\n  brokers: [a:1]\n  tls:\n    enabled: maybe\n", []string{"cfg.yaml:4:", "kafka.tls.enabled", "true or false"}},
 		{"kafka:\n  brokers: {a: 1}\n", []string{"cfg.yaml:2:", "kafka.brokers", "a list such as [a, b] of strings"}},
 		{"model:\n  dim: five\n", []string{"cfg.yaml:2:", "model.dim", "an integer"}},
+		// yaml.v3 truncates a float into an int field: refused, as the
+		// environment override refuses it.
+		{"model:\n  algorithm: aogd-ald\n  dim: 3.5\n", []string{"cfg.yaml:3:", "model.dim", `"3.5" is not an integer`}},
+		{"checkpoint:\n  max_records: 2.9\n", []string{"cfg.yaml:2:", "checkpoint.max_records", `"2.9" is not an integer`}},
+		{"cache:\n  max_learners: 1e3\n", []string{"cfg.yaml:2:", "cache.max_learners", `"1e3" is not an integer`}},
+		{"labels:\n  max_pending: 100.0\n", []string{"cfg.yaml:2:", "labels.max_pending", `"100.0" is not an integer`}},
+		{"model:\n  seed: 1.5\n", []string{"cfg.yaml:2:", "model.seed", `"1.5" is not a non-negative integer`}},
+		{"model:\n  kernel: {type: polynomial, degree: 2.5}\n", []string{"cfg.yaml:2:", "model.kernel.degree", `"2.5" is not an integer`}},
+		{"kafka:\n  max_key_bytes: 64.5\n", []string{"cfg.yaml:2:", "kafka.max_key_bytes", `"64.5" is not an integer`}},
 	} {
 		_, err := Parse([]byte(tc.yaml), "cfg.yaml")
 		if err == nil {
@@ -169,6 +178,32 @@ func TestValidateErrorsPointIntoTheFile(t *testing.T) {
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "KERNELSTREAM_KAFKA_START_OFFSET: kafka.start_offset") {
 		t.Errorf("env-set key not named: %v", err)
+	}
+}
+
+// TestRecordLimitsFitTheStore: the limits on keys and ids are checked
+// against Badger's key limit and, with the changelog on, against its
+// record limit, naming the key where the file sets it; the defaults fit.
+func TestRecordLimitsFitTheStore(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want string // "" = valid
+	}{
+		{"model: {algorithm: aogd-ald, dim: 3}\n", ""},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 60000\n  max_id_bytes: 4000\n", ""},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 70000\n", "cfg.yaml:3: kafka.max_key_bytes: a key of 70000 bytes and an id of 512 make a state store key of up to 70515 bytes, above Badger's limit 64995"},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 60000\n  max_id_bytes: 5000\n", "cfg.yaml:3: kafka.max_key_bytes"},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 1000\nchangelog:\n  max_message_bytes: 2000\n", "above changelog.max_message_bytes 2000"},
+		{"model: {algorithm: aogd-ald, dim: 3}\nkafka:\n  max_key_bytes: 1000\nchangelog:\n  enabled: false\n  max_message_bytes: 2000\n", ""},
+	} {
+		c, err := Parse([]byte(tc.yaml), "cfg.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		err = c.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
 	}
 }
 
@@ -282,6 +317,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"kafka.session_timeout", func(c *Config) { c.Kafka.SessionTimeout = 0 }},
 		{"kafka.heartbeat_interval", func(c *Config) { c.Kafka.HeartbeatInterval = time.Minute }},
 		{"kafka.max_value_bytes", func(c *Config) { c.Kafka.MaxValueBytes = 0 }},
+		{"kafka.max_key_bytes", func(c *Config) { c.Kafka.MaxKeyBytes = 0 }},
+		{"kafka.max_id_bytes", func(c *Config) { c.Kafka.MaxIDBytes = -1 }},
 		{"kafka.tls.enabled", func(c *Config) { c.Kafka.TLS.CAFile = "ca.pem" }},
 		{"kafka.tls.cert_file", func(c *Config) { c.Kafka.TLS = TLS{Enabled: true, CertFile: "c.pem"} }},
 		{"kafka.sasl.mechanism", func(c *Config) { c.Kafka.SASL.Mechanism = "gssapi" }},

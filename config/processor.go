@@ -67,6 +67,8 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		MaxLearners:           c.Cache.MaxLearners,
 		TopK:                  c.Output.TopK,
 		MaxValueBytes:         c.Kafka.MaxValueBytes,
+		MaxKeyBytes:           c.Kafka.MaxKeyBytes,
+		MaxIDBytes:            c.Kafka.MaxIDBytes,
 		PropagateHeaders:      append([]string(nil), c.Output.Headers...),
 		ShutdownGrace:         c.Shutdown.Grace,
 		BatchTimeout:          c.Output.BatchTimeout,

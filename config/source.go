@@ -120,10 +120,24 @@ func checkLeaf(n *yaml.Node, t reflect.Type, path, file string) error {
 		}
 		return nil
 	}
+	if isInteger(t) && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+		// yaml.v3 would truncate 3.5 to 3 (and take 3.0 and 1e3) where
+		// the environment override refuses them: refused here too.
+		return bad(expected(t))
+	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
 		return bad(expected(t))
 	}
 	return nil
+}
+
+func isInteger(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 func describe(n *yaml.Node) string {

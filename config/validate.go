@@ -74,6 +74,21 @@ func (c *Config) Validate() error {
 	if k.MaxValueBytes <= 0 {
 		bad("kafka.max_value_bytes", "%d must be > 0", k.MaxValueBytes)
 	}
+	if k.MaxKeyBytes <= 0 {
+		bad("kafka.max_key_bytes", "%d must be > 0", k.MaxKeyBytes)
+	}
+	if k.MaxIDBytes <= 0 {
+		bad("kafka.max_id_bytes", "%d must be > 0", k.MaxIDBytes)
+	}
+	if k.MaxKeyBytes > 0 && k.MaxIDBytes > 0 {
+		changelogMax := 0
+		if c.Changelog.Enabled {
+			changelogMax = c.Changelog.MaxMessageBytes
+		}
+		if err := processor.CheckRecordLimits(k.MaxKeyBytes, k.MaxIDBytes, changelogMax); err != nil {
+			bad("kafka.max_key_bytes", "%v (kafka.max_id_bytes %d)", err, k.MaxIDBytes)
+		}
+	}
 	t := k.TLS
 	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify) {
 		bad("kafka.tls.enabled", "is false but other kafka.tls keys are set; set it to true or remove them")

@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -24,7 +25,9 @@ const (
 	DefaultMaxPending            = 100000
 	DefaultMaxLearners           = 100000
 	DefaultTopK                  = 10
-	DefaultMaxValueBytes         = 1 << 20
+	DefaultMaxValueBytes         = wire.DefaultMaxValueBytes
+	DefaultMaxKeyBytes           = wire.DefaultMaxKeyBytes
+	DefaultMaxIDBytes            = wire.DefaultMaxIDBytes
 	DefaultShutdownGrace         = 25 * time.Second
 	DefaultBatchTimeout          = time.Duration(0)
 	DefaultCompression           = "lz4"
@@ -146,6 +149,14 @@ type Config struct {
 	// MaxValueBytes is the largest record value processed; bigger values are
 	// dead-lettered with reason "oversized". Default 1 MiB.
 	MaxValueBytes int
+	// MaxKeyBytes is the longest message key processed, MaxIDBytes the
+	// longest id token (id, arm, an arm's id; as written, quotes
+	// included); longer ones are dead-lettered with reason "oversized"
+	// before they reach the state, whose store and changelog keys hold
+	// them (wire.Limits). Defaults 1 KiB and 512 bytes; Validate checks
+	// that they fit Badger's keys and a changelog record.
+	MaxKeyBytes int
+	MaxIDBytes  int
 	// PropagateHeaders names the input record headers copied onto its
 	// prediction (compared without regard to case), e.g. "traceparent" for
 	// W3C trace context. Default nil = none.
@@ -246,9 +257,8 @@ func (cfg Config) withDefaults() Config {
 	if cfg.TopK == 0 {
 		cfg.TopK = DefaultTopK
 	}
-	if cfg.MaxValueBytes == 0 {
-		cfg.MaxValueBytes = DefaultMaxValueBytes
-	}
+	lim := cfg.limits().WithDefaults()
+	cfg.MaxValueBytes, cfg.MaxKeyBytes, cfg.MaxIDBytes = lim.Value, lim.Key, lim.ID
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
@@ -352,10 +362,19 @@ func (cfg Config) Validate() error {
 		name string
 		v    int
 	}{{"CheckpointMaxRecords", c.CheckpointMaxRecords}, {"MaxPending", c.MaxPending}, {"MaxLearners", c.MaxLearners},
-		{"TopK", c.TopK}, {"MaxValueBytes", c.MaxValueBytes}}
+		{"TopK", c.TopK}, {"MaxValueBytes", c.MaxValueBytes}, {"MaxKeyBytes", c.MaxKeyBytes}, {"MaxIDBytes", c.MaxIDBytes}}
 	for _, p := range ints {
 		if p.v < 0 {
 			bad(p.name, "%d must be > 0", p.v)
+		}
+	}
+	if c.MaxKeyBytes > 0 && c.MaxIDBytes > 0 {
+		changelogMax := 0
+		if c.Changelog.Topic != "" {
+			changelogMax = c.Changelog.MaxMessageBytes
+		}
+		if err := CheckRecordLimits(c.MaxKeyBytes, c.MaxIDBytes, changelogMax); err != nil {
+			bad("MaxKeyBytes, MaxIDBytes", "%v", err)
 		}
 	}
 	if lo := checkpoint.MinMemTableBytes >> 20; c.CheckpointMemTableMiB != 0 && (c.CheckpointMemTableMiB < lo || c.CheckpointMemTableMiB > MaxCheckpointMemTableMiB) {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // emitter produces one partition's outputs (predictions and dead letters)
@@ -151,11 +152,11 @@ func (e *emitter) advance() {
 // where a dead letter is not the record unchanged. It reports whether it
 // did.
 func (e *emitter) resendStripped(s *outSlot, err error) bool {
-	if !errors.Is(err, kerr.MessageTooLarge) || len(s.rec.Value) <= strippedAbove || !hasHeader(s.rec.Headers, headerReason) {
+	if !errors.Is(err, kerr.MessageTooLarge) || len(s.rec.Value) <= strippedAbove || !hasHeader(s.rec.Headers, wire.HeaderReason) {
 		return false
 	}
 	e.log.Warn().Err(err).Msg("dead letter refused as too large by the DLQ topic: resent without its value")
-	s.hdrs = append(s.hdrs, kafkaio.Header{Key: headerOmitted, Value: []byte(strconv.Itoa(len(s.rec.Value)))})
+	s.hdrs = append(s.hdrs, kafkaio.Header{Key: wire.HeaderOmitted, Value: []byte(strconv.Itoa(len(s.rec.Value)))})
 	s.rec.Headers, s.rec.Value, s.rec.Partition = s.hdrs, nil, -1
 	// Not from the producer's callback: Produce may block on a full buffer.
 	go e.kio.Produce(context.Background(), &s.rec, s.ack)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // countJoins counts JoinGroup requests the cluster receives.
@@ -182,7 +183,7 @@ func TestProduceDenied(t *testing.T) {
 	msgs = append(msgs, kafka.Message{Topic: tIn, Key: []byte(keys[0]), Value: []byte(`not json`)})
 	for i := 0; i < 5; i++ {
 		for p := 0; p < nParts; p++ {
-			msgs = append(msgs, kafka.Message{Topic: tIn, Key: []byte(keys[p]), Value: []byte(fmt.Sprintf(`{"id":"%d-%d","x":[1,2,3],"y":1}`, p, i))})
+			msgs = append(msgs, kafka.Message{Topic: tIn, Key: []byte(keys[p]), Value: wire.AppendLabeled(nil, fmt.Sprintf("%d-%d", p, i), []float64{1, 2, 3}, 1)})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

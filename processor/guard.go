@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // murmur2 is the partitioner kernelstream's writers use and the one a key's
@@ -40,7 +41,7 @@ func (w *worker) checkPartition(msg *kafkaio.Record) error {
 			Msg("record key belongs to another partition under murmur2: configure the producer's partitioner as murmur2 (librdkafka: partitioner=murmur2_random)")
 	})
 	if w.cfg.WrongPartition == "dead_letter" {
-		return fail(reasonWrongPartition, fmt.Sprintf("key belongs to partition %d under murmur2, arrived on %d", want, w.part))
+		return wire.Bad(wire.ReasonWrongPartition, fmt.Sprintf("key belongs to partition %d under murmur2, arrived on %d", want, w.part))
 	}
 	return nil
 }
@@ -64,6 +65,25 @@ func (w *worker) checkTs(msg *kafkaio.Record, ts int64) error {
 	if d <= w.cfg.MaxTsSkew.Milliseconds() {
 		return nil
 	}
-	return fail(reasonBadTimestamp, fmt.Sprintf("ts %d is %v from the Kafka timestamp %d (bound %v; ts is in milliseconds)",
+	return wire.Bad(wire.ReasonBadTimestamp, fmt.Sprintf("ts %d is %v from the Kafka timestamp %d (bound %v; ts is in milliseconds)",
 		ts, time.Duration(min(d, int64(1<<62)/int64(time.Millisecond)))*time.Millisecond, kts, w.cfg.MaxTsSkew))
+}
+
+// watermarkTime is how far a record moves the partition's event-time
+// watermark: its event time, but no later than its Kafka timestamp, so
+// that an outlier ts ahead of the log's time (within MaxTsSkew) cannot
+// expire the pending entries and idle keys of the whole partition. The
+// watermark then follows the log's own time (the producers' clocks, or the
+// brokers' under LogAppendTime) wherever ts runs ahead of it, and ts
+// wherever it lags (late events, replays of history). The record keeps its
+// own ts for its pending entry. Records without a Kafka timestamp move it
+// to their ts.
+func watermarkTime(msg *kafkaio.Record, ts int64) int64 {
+	if msg.Time.IsZero() {
+		return ts
+	}
+	if kts := msg.Time.UnixMilli(); kts > 0 {
+		return min(ts, kts)
+	}
+	return ts
 }

@@ -10,15 +10,17 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
 // Per-record handling: one input or labels record through decode, the
 // learner and the pending map (the worker calls handle in offset order).
 
-// handle processes one record.
+// handle processes one record. Each record is counted once, in one
+// outcome: its kind in records_total when it was used, "dead" (and its
+// reason) when it was dead-lettered, wherever it was found unusable.
 func (w *worker) handle(ctx context.Context, msg *kafkaio.Record, fromLabels bool) error {
-	c := &w.p.c
 	emit := true
 	if fromLabels {
 		w.nextLab = msg.Offset + 1
@@ -38,32 +40,43 @@ func (w *worker) handle(ctx context.Context, msg *kafkaio.Record, fromLabels boo
 			return nil // already in the key's restored state
 		}
 	}
-	if len(msg.Value) > w.cfg.MaxValueBytes {
-		return w.dead(ctx, msg, emit, fail(reasonOversized, fmt.Sprintf("value of %d bytes > MaxValueBytes %d", len(msg.Value), w.cfg.MaxValueBytes)))
+	kind, err := w.apply(ctx, msg, fromLabels, emit)
+	if wire.IsBad(err) {
+		return w.dead(ctx, msg, emit, err)
 	}
-	if len(msg.Key) == 0 {
-		return w.dead(ctx, msg, emit, fail(reasonNoKey, "the message key routes the record to its learner"))
+	if err == nil {
+		w.tally.records[kind]++
+	}
+	return err
+}
+
+// apply decodes one record and applies it to the learner and the pending
+// map. A *wire.BadRecord error means the record is for the dead-letter
+// topic and left the state as it was; any other error is fatal.
+func (w *worker) apply(ctx context.Context, msg *kafkaio.Record, fromLabels, emit bool) (wire.Kind, error) {
+	c := &w.p.c
+	if err := w.dec.Limits().Admit(msg.Key, msg.Value); err != nil {
+		return 0, err
 	}
 	if err := w.checkPartition(msg); err != nil {
-		return w.dead(ctx, msg, emit, err)
+		return 0, err
 	}
-	r, err := w.dec.decode(msg.Value)
+	r, err := w.dec.Decode(msg.Value)
 	if err != nil {
-		return w.dead(ctx, msg, emit, err)
+		return 0, err
 	}
-	if fromLabels && r.kind != kindLabel {
-		return w.dead(ctx, msg, emit, fail(reasonBadFields, "the labels topic carries id,y and id,reward records only"))
+	if fromLabels && r.Kind != wire.KindLabel {
+		return 0, wire.Bad(wire.ReasonBadFields, "the labels topic carries id,y and id,reward records only")
 	}
-	w.tally.records[r.kind]++
 	ts := msg.Time.UnixMilli()
-	if r.hasTs {
-		if err := w.checkTs(msg, r.ts); err != nil {
-			return w.dead(ctx, msg, emit, err)
+	if r.HasTs {
+		if err := w.checkTs(msg, r.Ts); err != nil {
+			return 0, err
 		}
-		ts = r.ts
+		ts = r.Ts
 	}
-	if ts > w.watermark {
-		w.watermark = ts
+	if t := watermarkTime(msg, ts); t > w.watermark {
+		w.watermark = t
 		if n := w.pend.expireTTL(w.watermark, w.cfg.LabelsTTL.Milliseconds()); n > 0 {
 			c.expired[expiryTTL].Add(int64(n))
 			w.tally.pending -= int64(n)
@@ -72,29 +85,29 @@ func (w *worker) handle(ctx context.Context, msg *kafkaio.Record, fromLabels boo
 			w.expireIdle()
 		}
 	}
-	if w.idle != nil && r.kind != kindDelete {
+	if w.idle != nil && r.Kind != wire.KindDelete {
 		// A label refreshes a known key's clock; only records that give a
 		// key a learner put it in the index.
-		w.idle.touch(msg.Key, w.watermark, r.kind != kindLabel)
+		w.idle.touch(msg.Key, w.watermark, r.Kind != wire.KindLabel)
 	}
-	switch r.kind {
-	case kindFeatures, kindLabeled:
-		return w.predict(ctx, msg, r, ts, emit)
-	case kindDecision:
-		return w.decide(ctx, msg, r, ts, emit)
-	case kindLabel:
-		return w.label(ctx, msg, r, emit)
-	case kindDelete:
+	switch r.Kind {
+	case wire.KindFeatures, wire.KindLabeled:
+		return r.Kind, w.predict(ctx, msg, r, ts, emit)
+	case wire.KindDecision:
+		return r.Kind, w.decide(ctx, msg, r, ts, emit)
+	case wire.KindLabel:
+		return r.Kind, w.label(msg, r)
+	case wire.KindDelete:
 		w.erase(msg.Key)
 	}
-	return nil
+	return r.Kind, nil
 }
 
-// learner returns key's learner. A *decodeError (the key is quarantined)
+// learner returns key's learner. A *wire.BadRecord (the key is quarantined)
 // is for the record's dead letter; any other error is fatal.
 func (w *worker) learner(key []byte) (*slot, error) {
 	if cause, ok := w.quarantine[string(key)]; ok {
-		return nil, fail(reasonCorruptState, cause.Error())
+		return nil, wire.Bad(wire.ReasonCorruptState, cause.Error())
 	}
 	s, err := w.cache.get(key)
 	if err != nil {
@@ -107,46 +120,35 @@ func (w *worker) learner(key []byte) (*slot, error) {
 	return s, nil
 }
 
-// deadOr dead-letters msg when err is a record's fault (a *decodeError)
-// and returns any other error.
-func (w *worker) deadOr(ctx context.Context, msg *kafkaio.Record, emit bool, err error) error {
-	var de *decodeError
-	if errors.As(err, &de) {
-		return w.dead(ctx, msg, emit, err)
-	}
-	return err
-}
-
-func (w *worker) predict(ctx context.Context, msg *kafkaio.Record, r *record, ts int64, emit bool) error {
+func (w *worker) predict(ctx context.Context, msg *kafkaio.Record, r *wire.Record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return w.deadOr(ctx, msg, emit, err)
+		return err
 	}
 	var p models.Prediction
-	if err := contain("Predict", func() { p = s.l.Predict(r.x) }); err != nil {
-		return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+	if err := contain("Predict", func() { p = s.l.Predict(r.X) }); err != nil {
+		return w.onPanic(s, err)
 	}
 	if p.Err != nil {
 		// The learner refused x (e.g. ||x||^2 overflows its kernel): the
 		// record is unusable, the learner untouched.
-		return w.dead(ctx, msg, emit, fail(reasonNonFinite, "x: "+p.Err.Error()))
+		return wire.Bad(wire.ReasonNonFinite, "x: "+p.Err.Error())
 	}
 	s.dirty = true
 	if emit {
-		out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, yhat: p.Value, std: p.Std, hasStd: p.Std != 0,
-			label: classLabel(w.p.loss, p.Value), updates: s.updates, partition: w.part, offset: msg.Offset}
+		out := wire.Prediction{ID: r.ID, Key: msg.Key, Model: w.cfg.Model.Algorithm, YHat: p.Value, Std: p.Std, HasStd: p.Std != 0,
+			Label: classLabel(w.p.loss, p.Value), Updates: s.updates, Partition: w.part, Offset: msg.Offset}
 		if err := w.send(ctx, msg, &out); err != nil {
 			return nil
 		}
 	}
-	if r.kind == kindLabeled {
-		if err := w.update(s, r.x, p, r.y, false, false); err != nil {
-			return w.deadOr(ctx, msg, emit, err)
-		}
-		return nil
+	if r.Kind == wire.KindLabeled {
+		// Its prediction is out (predict first), so a y the numerical guard
+		// refuses dead-letters the record after it.
+		return w.update(s, r.X, p, r.Y, "y", false, false)
 	}
-	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.x...), p: p}}}
-	w.putPending(msg.Key, r.id, e)
+	e := &pendingEntry{offset: msg.Offset, ts: ts, arms: []pendingArm{{x: append([]float64(nil), r.X...), p: p}}}
+	w.putPending(msg.Key, r.ID, e)
 	return nil
 }
 
@@ -165,50 +167,50 @@ func (w *worker) putPending(key, id []byte, e *pendingEntry) {
 	}
 }
 
-func (w *worker) decide(ctx context.Context, msg *kafkaio.Record, r *record, ts int64, emit bool) error {
+func (w *worker) decide(ctx context.Context, msg *kafkaio.Record, r *wire.Record, ts int64, emit bool) error {
 	s, err := w.learner(msg.Key)
 	if err != nil {
-		return w.deadOr(ctx, msg, emit, err)
+		return err
 	}
 	s.dirty = true
-	out := prediction{id: r.id, key: msg.Key, model: w.cfg.Model.Algorithm, updates: s.updates, partition: w.part, offset: msg.Offset}
+	out := wire.Prediction{ID: r.ID, Key: msg.Key, Model: w.cfg.Model.Algorithm, Updates: s.updates, Partition: w.part, Offset: msg.Offset}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, decision: true}
 	if b, ok := s.l.(models.Bandit); ok {
 		var d models.Decision
-		if err := contain("Choose", func() { d = b.Choose(r.arms) }); err != nil {
-			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+		if err := contain("Choose", func() { d = b.Choose(r.Arms) }); err != nil {
+			return w.onPanic(s, err)
 		}
-		if d.Arm < 0 || d.Arm >= len(r.arms) {
-			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.arms)).Msg("bandit chose an arm out of range; record skipped")
+		if d.Arm < 0 || d.Arm >= len(r.Arms) {
+			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.Arms)).Msg("bandit chose an arm out of range; record skipped")
 			return nil
 		}
-		out.yhat, out.std, out.hasStd, out.arm, out.mean, out.ucb = d.Mean, d.Std, true, r.armIDs[d.Arm], d.Mean, d.UCB
+		out.YHat, out.Std, out.HasStd, out.Arm, out.Mean, out.UCB = d.Mean, d.Std, true, r.ArmIDs[d.Arm], d.Mean, d.UCB
 		e.bandit = true
-		e.arms = []pendingArm{{id: bytes.Clone(r.armIDs[d.Arm]), x: append([]float64(nil), r.arms[d.Arm]...),
+		e.arms = []pendingArm{{id: bytes.Clone(r.ArmIDs[d.Arm]), x: append([]float64(nil), r.Arms[d.Arm]...),
 			p: models.Prediction{Value: d.Mean, Std: d.Std, Choice: d.Arm, Prob: 1}}}
 	} else {
 		w.scores = w.scores[:0]
 		if err := contain("Predict", func() {
-			for i, x := range r.arms {
+			for i, x := range r.Arms {
 				w.scores = append(w.scores, scored{i, s.l.Predict(x)})
 			}
 		}); err != nil {
-			return w.deadOr(ctx, msg, emit, w.onPanic(s, err))
+			return w.onPanic(s, err)
 		}
 		for _, sc := range w.scores {
 			if sc.p.Err != nil {
-				return w.dead(ctx, msg, emit, fail(reasonNonFinite, fmt.Sprintf("arms[%d].x: %v", sc.i, sc.p.Err)))
+				return wire.Bad(wire.ReasonNonFinite, fmt.Sprintf("arms[%d].x: %v", sc.i, sc.p.Err))
 			}
 		}
 		sort.SliceStable(w.scores, func(a, b int) bool { return w.scores[a].p.Value > w.scores[b].p.Value })
 		k := min(w.cfg.TopK, len(w.scores))
-		out.yhat = w.scores[0].p.Value
-		out.ranking = make([][]byte, k)
+		out.YHat = w.scores[0].p.Value
+		out.Ranking = make([][]byte, k)
 		e.arms = make([]pendingArm, k)
 		for j := 0; j < k; j++ {
 			sc := w.scores[j]
-			out.ranking[j] = r.armIDs[sc.i]
-			e.arms[j] = pendingArm{id: bytes.Clone(r.armIDs[sc.i]), x: append([]float64(nil), r.arms[sc.i]...), p: sc.p}
+			out.Ranking[j] = r.ArmIDs[sc.i]
+			e.arms[j] = pendingArm{id: bytes.Clone(r.ArmIDs[sc.i]), x: append([]float64(nil), r.Arms[sc.i]...), p: sc.p}
 		}
 	}
 	if emit {
@@ -217,52 +219,62 @@ func (w *worker) decide(ctx context.Context, msg *kafkaio.Record, r *record, ts 
 			return nil
 		}
 	}
-	w.putPending(msg.Key, r.id, e)
+	w.putPending(msg.Key, r.ID, e)
 	return nil
 }
 
-func (w *worker) label(ctx context.Context, msg *kafkaio.Record, r *record, emit bool) error {
+// label applies a label or reward to its pending prediction. The entry
+// leaves the pending map only once the update is applied: a label the
+// learner refuses is dead-lettered with the entry still pending.
+func (w *worker) label(msg *kafkaio.Record, r *wire.Record) error {
 	c := &w.p.c
-	w.kbuf = pendingKey(w.kbuf, msg.Key, r.id)
+	w.kbuf = pendingKey(w.kbuf, msg.Key, r.ID)
 	e, ok := w.pend.m[string(w.kbuf)]
 	if !ok {
 		c.unknown.Add(1)
 		w.rateLog("unknown_label", func(ev *zerolog.Event) {
-			ev.Bytes("key", msg.Key).Bytes("id", r.id).Int64("offset", msg.Offset).Msg("label for an id that is not pending (expired, never seen, or already labelled); dropped")
+			ev.Bytes("key", msg.Key).Bytes("id", r.ID).Int64("offset", msg.Offset).Msg("label for an id that is not pending (expired, never seen, or already labelled); dropped")
 		})
 		return nil
 	}
 	arm := &e.arms[0]
-	if r.arm != nil {
+	if r.Arm != nil {
 		if !e.decision {
-			return w.dead(ctx, msg, emit, fail(reasonBadFields, "arm given for a prediction that was not a decision"))
+			return wire.Bad(wire.ReasonBadFields, "arm given for a prediction that was not a decision")
 		}
 		arm = nil
 		for i := range e.arms {
-			if bytes.Equal(e.arms[i].id, r.arm) {
+			if bytes.Equal(e.arms[i].id, r.Arm) {
 				arm = &e.arms[i]
 				break
 			}
 		}
 		if arm == nil {
-			return w.dead(ctx, msg, emit, fail(reasonUnknownArm, "reward names an arm that was not offered (or not in the top-k kept)"))
+			return wire.Bad(wire.ReasonUnknownArm, "reward names an arm that was not offered (or not in the top-k kept)")
 		}
+	}
+	s, err := w.learner(msg.Key)
+	if err != nil {
+		return err
+	}
+	field := "y"
+	if r.Reward {
+		field = "reward"
+	}
+	if err := w.update(s, arm.x, arm.p, r.Y, field, e.decision, e.bandit); err != nil {
+		return err
 	}
 	w.pend.remove(e)
 	w.tally.pending--
-	s, err := w.learner(msg.Key)
-	if err != nil {
-		return w.deadOr(ctx, msg, emit, err)
-	}
-	if err := w.update(s, arm.x, arm.p, r.y, e.decision, e.bandit); err != nil {
-		return w.deadOr(ctx, msg, emit, err)
-	}
 	return nil
 }
 
-// update applies a label (or reward) and keeps the numerical guard's
-// promise. It returns an error only when the learner panicked (onPanic).
-func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, decision, bandit bool) error {
+// update applies a label (or reward, as field names it) and keeps the
+// numerical guard's promise. An update the guard refuses leaves the state
+// as it was and dead-letters its record (non_finite), as the learner's
+// refusal of an x does; a panic dead-letters it too (onPanic). Other
+// refusals (a learner's capacity reached) are logged: the label is used up.
+func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, field string, decision, bandit bool) error {
 	c := &w.p.c
 	var err error
 	if perr := contain("Update", func() {
@@ -279,12 +291,13 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, de
 		return w.onPanic(s, perr)
 	}
 	if err != nil {
-		if errors.Is(err, models.ErrNumerical) {
-			c.numerical.Add(1)
-		}
 		w.rateLog("update", func(ev *zerolog.Event) {
 			ev.Err(err).Str("key", s.key).Msg("update rejected; learner state kept")
 		})
+		if errors.Is(err, models.ErrNumerical) {
+			c.numerical.Add(1)
+			return wire.Bad(wire.ReasonNonFinite, field+": "+err.Error()+"; learner state kept")
+		}
 		return nil
 	}
 	s.updates++

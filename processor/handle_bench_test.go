@@ -10,6 +10,7 @@ import (
 	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -31,25 +32,20 @@ func BenchmarkHandle(b *testing.B) {
 }
 
 func testValue(i int) []byte {
-	return []byte(fmt.Sprintf(`{"id":"%d","x":[0.1,-0.2,0.3,0.4,0.5,-0.6,0.7,0.%d],"y":%d}`, i, i%10, i%3))
+	x := []float64{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, float64(i%10) / 10}
+	return wire.AppendLabeled(nil, strconv.Itoa(i), x, float64(i%3))
 }
 
 // e2eValue is a record as benche2e's feed writes it: shortest-text floats.
 func e2eValue(i int) []byte {
 	r := models.NewRand(uint64(i))
-	b := fmt.Appendf(nil, `{"id":"%d","x":[`, i)
+	x := make([]float64, 5)
 	y := 0.0
-	for k := 0; k < 5; k++ {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		v := r.Float64()*2 - 1
-		y += v
-		b = strconv.AppendFloat(b, v, 'g', -1, 64)
+	for k := range x {
+		x[k] = r.Float64()*2 - 1
+		y += x[k]
 	}
-	b = append(b, `],"y":`...)
-	b = strconv.AppendFloat(b, y, 'g', -1, 64)
-	return append(b, '}')
+	return wire.AppendLabeled(nil, strconv.Itoa(i), x, y)
 }
 
 func benchmarkHandle(b *testing.B, spec models.Spec, keyTTL time.Duration, keys int, value func(int) []byte) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/internal/testparallel"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -82,6 +83,7 @@ type testRecord struct {
 	topic string
 	key   string
 	value string
+	time  time.Time // its Kafka timestamp, for the tester; zero = the tester's clock
 }
 
 // produce writes records in order (per partition order is what matters).
@@ -123,23 +125,11 @@ var (
 	lastBaseMu sync.Mutex
 )
 
-// outRecord is a decoded output message.
+// outRecord is a decoded output message, or a dead letter (its headers).
 type outRecord struct {
-	ID       json.RawMessage   `json:"id"`
-	Key      string            `json:"key"`
-	Model    string            `json:"model"`
-	YHat     *float64          `json:"y_hat"`
-	Std      *float64          `json:"std"`
-	Arm      json.RawMessage   `json:"arm"`
-	Mean     *float64          `json:"mean"`
-	UCB      *float64          `json:"ucb"`
-	Ranking  []json.RawMessage `json:"ranking"`
-	Label    int               `json:"label"`
-	NUpdates uint64            `json:"n_updates"`
-	Part     int               `json:"partition"`
-	Offset   int64             `json:"offset"`
-	headers  map[string]string
-	value    []byte
+	wire.Output
+	headers map[string]string
+	value   []byte
 }
 
 // consumer reads a topic from the start with franz-go (a second, independent
@@ -485,26 +475,24 @@ func stream(nKeys, n, dim int, seed uint64) []testRecord {
 	for i := 0; i < n; i++ {
 		for k := 0; k < nKeys; k++ {
 			key := fmt.Sprintf("user-%d", k)
-			x := make([]string, dim)
+			x := make([]float64, dim)
 			var y float64
 			for j := range x {
-				v := 2*rng.Float64() - 1
-				y += v * float64(j+1) / float64(dim)
-				x[j] = strconv.FormatFloat(v, 'g', -1, 64)
+				x[j] = 2*rng.Float64() - 1
+				y += x[j] * float64(j+1) / float64(dim)
 			}
-			xs := "[" + strings.Join(x, ",") + "]"
-			ys := strconv.FormatFloat(y, 'g', -1, 64)
-			id := fmt.Sprintf(`"%d"`, i)
+			id := strconv.Itoa(i)
+			label := testRecord{key: key, value: string(wire.AppendLabel(nil, id, y))}
 			switch i % 3 {
 			case 0:
-				recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"x":` + xs + `,"y":` + ys + `}`})
+				recs = append(recs, testRecord{key: key, value: string(wire.AppendLabeled(nil, id, x, y))})
 			case 1:
-				recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"x":` + xs + `}`},
-					testRecord{key: key, value: `{"id":` + id + `,"y":` + ys + `}`})
-			default:
-				recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"x":{"0":` + x[0] + `,"2":` + x[2%dim] + `}}`})
+				recs = append(recs, testRecord{key: key, value: string(wire.AppendFeatures(nil, id, x))}, label)
+			default: // sparse x, which the encoders do not write
+				f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+				recs = append(recs, testRecord{key: key, value: `{"id":"` + id + `","x":{"0":` + f(x[0]) + `,"2":` + f(x[2%dim]) + `}}`})
 				if rng.Float64() < 0.7 { // delayed until after a later record of the key
-					recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"y":` + ys + `}`})
+					recs = append(recs, label)
 				}
 			}
 		}

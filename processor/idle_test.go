@@ -14,6 +14,7 @@ import (
 // is silent long enough to expire and comes back, user-2 stops for good,
 // and the only record of key "late" comes 40 minutes late.
 func idleStream(base int64) []testRecord {
+	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
 	var out []testRecord
 	for i, r := range stream(6, 14, 3, 47) {
 		ts := base + int64(i)*20_000
@@ -22,15 +23,16 @@ func idleStream(base int64) []testRecord {
 			// A new key's first record comes late: its clock is the
 			// watermark, not its ts (with its ts it would expire at once,
 			// before its second record).
-			out = append(out, testRecord{key: "late", value: fmt.Sprintf(`{"ts":%d,"id":"l1","x":[1,2,3],"y":1}`, ts-40*60_000)})
+			out = append(out, testRecord{key: "late", value: fmt.Sprintf(`{"ts":%d,"id":"l1","x":[1,2,3],"y":1}`, ts-40*60_000), time: at(ts)})
 		case 90:
-			out = append(out, testRecord{key: "late", value: fmt.Sprintf(`{"ts":%d,"id":"l2","x":[3,2,1],"y":2}`, ts)})
+			out = append(out, testRecord{key: "late", value: fmt.Sprintf(`{"ts":%d,"id":"l2","x":[3,2,1],"y":2}`, ts), time: at(ts)})
 		}
 		switch {
 		case r.key == "user-1" && i >= 30 && i < 90, r.key == "user-2" && i >= 50:
 			continue
 		}
 		r.value = fmt.Sprintf(`{"ts":%d,`, ts) + strings.TrimPrefix(r.value, "{")
+		r.time = at(ts) // the log's time keeps up with ts: the watermark follows ts
 		out = append(out, r)
 	}
 	return out

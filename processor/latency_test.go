@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -63,11 +64,9 @@ func TestLatencyProbe(t *testing.T) {
 			cancel()
 			now := time.Now()
 			fs.EachRecord(func(rec *kgo.Record) {
-				var o struct {
-					ID string `json:"id"`
-				}
+				var o wire.Output
 				_ = json.Unmarshal(rec.Value, &o)
-				n, _ := strconv.Atoi(o.ID)
+				n, _ := strconv.Atoi(o.ID.String())
 				mu.Lock()
 				s := sent[n]
 				mu.Unlock()
@@ -83,7 +82,7 @@ func TestLatencyProbe(t *testing.T) {
 		mu.Lock()
 		for i := range msgs {
 			msgs[i] = kafka.Message{Key: []byte(fmt.Sprintf("k%d", n%64)), Time: now,
-				Value: []byte(fmt.Sprintf(`{"id":"%d","x":[0.1,0.2,0.3,0.4,0.%d],"y":1}`, n, n%10))}
+				Value: wire.AppendLabeled(nil, strconv.Itoa(n), []float64{0.1, 0.2, 0.3, 0.4, float64(n%10) / 10}, 1)}
 			sent[n] = now
 			n++
 		}

@@ -3,12 +3,14 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -38,8 +40,9 @@ func TestMergeTailDeterministic(t *testing.T) {
 			}
 			for i := 0; i < 150; i++ {
 				key := fmt.Sprintf("k%d", i%3)
-				x := fmt.Sprintf(`{"id":"%d","x":[%.3f,%.3f]}`, i, rng.Float64(), rng.Float64())
-				y := fmt.Sprintf(`{"id":"%d","y":%.3f}`, i, rng.Float64())
+				id := strconv.Itoa(i)
+				x := string(wire.AppendFeatures(nil, id, []float64{rng.Float64(), rng.Float64()}))
+				y := string(wire.AppendLabel(nil, id, rng.Float64()))
 				if rng.Float64() < 0.3 { // the label is produced first: a replay drops it as unknown
 					add(1, key, y)
 					add(0, key, x)

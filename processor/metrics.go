@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // metrics are the Prometheus series of docs/pipeline.md. Counters that Stats
@@ -77,8 +78,8 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	gauge := func(name, help string, get func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kernelstream", Name: name, Help: help}, get))
 	}
-	counterVec("records_total", "Input records by kind.", "kind", kindNames[:], func(i int) float64 { return float64(c.records[i].Load()) })
-	counterVec("dead_letters_total", "Records sent to the dead-letter topic, by reason.", "reason", reasonNames[:], func(i int) float64 { return float64(c.dead[i].Load()) })
+	counterVec("records_total", "Input records by kind, each once: its kind when used, dead when dead-lettered.", "kind", wire.KindNames(), func(i int) float64 { return float64(c.records[i].Load()) })
+	counterVec("dead_letters_total", "Records sent to the dead-letter topic, by reason.", "reason", wire.ReasonNames(), func(i int) float64 { return float64(c.dead[i].Load()) })
 	counterVec("pending_expired_total", "Pending predictions dropped without a label, by cause.", "cause", expiryNames[:], func(i int) float64 { return float64(c.expired[i].Load()) })
 	counter("predictions_total", "Predictions and decisions queued for the output topic (see predictions_acked_total).", func() float64 { return float64(c.predictions.Load()) })
 	counter("predictions_acked_total", "Predictions and decisions acknowledged by the brokers.", func() float64 { return float64(c.acked.Load()) })
@@ -91,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counter("decisions_total", "Decisions (answers to arms records) emitted.", func() float64 { return float64(c.decisions.Load()) })
 	counter("updates_total", "Learner updates applied.", func() float64 { return float64(c.updates.Load()) })
 	counter("unknown_labels_total", "Labels or rewards whose id was not pending.", func() float64 { return float64(c.unknown.Load()) })
-	counter("numerical_rejections_total", "Updates refused by the numerical guard (state kept).", func() float64 { return float64(c.numerical.Load()) })
+	counter("numerical_rejections_total", "Updates refused by the numerical guard (state kept, record dead-lettered).", func() float64 { return float64(c.numerical.Load()) })
 	counter("replayed_records_total", "Input records replayed without emitting to rebuild state.", func() float64 { return float64(c.replayed.Load()) })
 	counter("checkpoints_total", "Partition checkpoints committed.", func() float64 { return float64(c.checkpoints.Load()) })
 	counter("checkpoint_wait_seconds_total", "Time partitions stopped reading to let a checkpoint in flight finish, once twice checkpoint.max_records evicted learners were held in memory behind it (the state store is slower than the stream).",

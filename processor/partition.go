@@ -14,6 +14,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -28,7 +29,7 @@ type worker struct {
 	kio   kafkaio.Cluster
 	cache *learnerCache
 	pend  *pendingMap
-	dec   *decoder
+	dec   *wire.Decoder
 	em    *emitter
 
 	nextIn, nextLab   int64 // next offsets to read (kafkaio.Start/End before the first record)
@@ -78,7 +79,7 @@ type scored struct {
 
 func newWorker(p *Processor, store *checkpoint.Store, kio kafkaio.Cluster, part int) *worker {
 	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
-		store: store, kio: kio, dec: newDecoder(p.cfg.Model.Dim), pend: newPendingMap(), watermark: math.MinInt64,
+		store: store, kio: kio, dec: wire.NewDecoder(p.cfg.Model.Dim, p.cfg.limits()), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
 	for i := 0; i < p.inParts; i++ {
 		wk.partIDs = append(wk.partIDs, i)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -236,7 +237,7 @@ func TestOversizedDeadLetterRefused(t *testing.T) {
 	dead := dlq.waitFor(30*time.Second, "the dead letter", atLeast(1))
 	r.stop(t)
 	d := dead[0]
-	if len(d.value) != 0 || d.headers[headerOmitted] != fmt.Sprint(len(big)) || d.headers[headerReason] != "oversized" {
+	if len(d.value) != 0 || d.headers[wire.HeaderOmitted] != fmt.Sprint(len(big)) || d.headers[wire.HeaderReason] != "oversized" {
 		t.Fatalf("dead letter: %d bytes, headers %v", len(d.value), d.headers)
 	}
 	checkPredictions(t, ref, out.got)

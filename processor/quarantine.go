@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -52,7 +53,7 @@ func (w *worker) quarantineLearner(key []byte, cause error) error {
 		w.log.Error().Err(cause).Bytes("key", key).
 			Msg("stored learner is corrupt: key quarantined, its records go to the dead-letter topic (reason corrupt_state); delete the key's state to start it afresh")
 	}
-	return fail(reasonCorruptState, cause.Error())
+	return wire.Bad(wire.ReasonCorruptState, cause.Error())
 }
 
 // quarantinePending records an undecodable pending entry at restore: it is
@@ -103,5 +104,5 @@ func (w *worker) onPanic(s *slot, err error) error {
 		ev.Str("key", s.key).Str("panic", fmt.Sprint(lp.value)).Bytes("stack", lp.stack).
 			Msg("learner panicked: record dead-lettered, learner restored from its last encoded state")
 	})
-	return fail(reasonLearnerPanic, lp.Error())
+	return wire.Bad(wire.ReasonLearnerPanic, lp.Error())
 }

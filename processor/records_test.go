@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kernelstream/kernelstream/changelog"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -59,10 +61,10 @@ func TestDeadLettersAndGoodRecords(t *testing.T) {
 		t.Fatalf("%d dead letters, want %d", len(dead), len(want))
 	}
 	for i, d := range dead {
-		if d.headers[headerReason] != want[i] {
-			t.Errorf("dead letter %d: reason %q, want %q (error %q)", i, d.headers[headerReason], want[i], d.headers[headerError])
+		if d.headers[wire.HeaderReason] != want[i] {
+			t.Errorf("dead letter %d: reason %q, want %q (error %q)", i, d.headers[wire.HeaderReason], want[i], d.headers[wire.HeaderError])
 		}
-		if d.headers[headerTopic] != tIn || d.headers[headerPartition] != "0" || d.headers[headerOffset] == "" || d.headers[headerError] == "" {
+		if d.headers[wire.HeaderTopic] != tIn || d.headers[wire.HeaderPartition] != "0" || d.headers[wire.HeaderOffset] == "" || d.headers[wire.HeaderError] == "" {
 			t.Errorf("dead letter %d without its source headers: %v", i, d.headers)
 		}
 	}
@@ -125,19 +127,18 @@ func decisionStream(namedArms bool) []testRecord {
 	for i := 0; i < 30; i++ {
 		for k := 0; k < 3; k++ {
 			key := fmt.Sprintf("u%d", k)
-			var arms []string
+			var arms [][]byte
 			for a := 0; a < 6; a++ {
-				arms = append(arms, fmt.Sprintf(`{"id":"item%d","x":[%g,%g,%g]}`, a, rng.Float64(), rng.Float64(), float64(a)/6))
+				arms = append(arms, wire.AppendArm(nil, fmt.Sprintf("item%d", a), []float64{rng.Float64(), rng.Float64(), float64(a) / 6}))
 			}
-			id := fmt.Sprintf(`"d%d"`, i)
-			recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"arms":[` + strings.Join(arms, ",") + `]}`})
+			id := fmt.Sprintf("d%d", i)
+			recs = append(recs, testRecord{key: key, value: string(wire.AppendDecision(nil, id, arms))})
 			if i%4 != 3 {
-				reward := fmt.Sprintf("%g", rng.Float64())
+				arm := ""
 				if namedArms && i%2 == 1 {
-					recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"reward":` + reward + `,"arm":"item0"}`})
-				} else {
-					recs = append(recs, testRecord{key: key, value: `{"id":` + id + `,"reward":` + reward + `}`})
+					arm = "item0"
 				}
+				recs = append(recs, testRecord{key: key, value: string(wire.AppendReward(nil, id, rng.Float64(), arm))})
 			}
 		}
 	}
@@ -157,8 +158,10 @@ func TestLabelJoinAndExpiry(t *testing.T) {
 		testRecord{key: "k", value: `{"id":"c",` + x + `}`}, // evicts a (count bound 2)
 		testRecord{topic: tLabels, key: "k", value: `{"id":"b","y":1}`},
 		testRecord{topic: tLabels, key: "k", value: `{"id":"a","y":1}`}, // expired: unknown
-		testRecord{key: "k", value: `{"id":"d",` + x + `,"ts":` + fmt.Sprint(ts.base.Add(2*60*60*1000*1e6).UnixMilli()) + `}`},
-		testRecord{topic: tLabels, key: "k", value: `{"id":"c","y":1}`}, // expired by TTL (2 h later in event time)
+		// 2 h later in event time, and in the log's time: the watermark
+		// moves no further than the Kafka timestamp (guard.go).
+		testRecord{key: "k", value: `{"id":"d",` + x + `,"ts":` + fmt.Sprint(ts.base.Add(2*time.Hour).UnixMilli()) + `}`, time: ts.base.Add(2 * time.Hour)},
+		testRecord{topic: tLabels, key: "k", value: `{"id":"c","y":1}`, time: ts.base.Add(2 * time.Hour)}, // expired by TTL
 	)
 	st := ts.w.p.Stats()
 	if st.Updates != 1 || st.UnknownLabels != 2 {
@@ -288,7 +291,7 @@ func TestRefusedInputIsADeadLetter(t *testing.T) {
 	ts := newTester(t, spec, nil)
 	ts.consume(good...)
 	ts.consume(testRecord{key: "user-0", value: `{"id":"huge","x":[1e200,1e200,1]}`})
-	if dead := ts.emitted(tDLQ); len(dead) != 1 || dead[0].headers[headerReason] != "non_finite" {
+	if dead := ts.emitted(tDLQ); len(dead) != 1 || dead[0].headers[wire.HeaderReason] != "non_finite" {
 		t.Fatalf("dead letters %+v", dead)
 	}
 	checkStates(t, replay(t, spec, good, DefaultTopK), ts.close())

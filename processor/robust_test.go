@@ -10,6 +10,7 @@ import (
 	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -100,7 +101,7 @@ func (h *handleWorker) drain() { h.read = len(h.kio.Produced()) }
 
 func reasonHeader(m kafkaio.Record) string {
 	for _, hd := range m.Headers {
-		if hd.Key == headerReason {
+		if hd.Key == wire.HeaderReason {
 			return string(hd.Value)
 		}
 	}
@@ -133,7 +134,7 @@ func TestTsSkew(t *testing.T) {
 			if tc.dead && h.watermark != math.MinInt64 {
 				t.Errorf("watermark moved to %d by a rejected ts", h.watermark)
 			}
-			if n := h.p.c.dead[reasonBadTimestamp].Load(); (n == 1) != tc.dead {
+			if n := h.p.c.dead[wire.ReasonBadTimestamp].Load(); (n == 1) != tc.dead {
 				t.Errorf("bad_timestamp count %d", n)
 			}
 		})
@@ -257,7 +258,7 @@ func TestCorruptStateQuarantined(t *testing.T) {
 	if n := h.p.c.quarantined[quarantineLearner].Load(); n != 1 {
 		t.Errorf("quarantined learners %d, want 1", n)
 	}
-	if n := h.p.c.dead[reasonCorruptState].Load(); n != 3 {
+	if n := h.p.c.dead[wire.ReasonCorruptState].Load(); n != 3 {
 		t.Errorf("corrupt_state dead letters %d, want 3", n)
 	}
 }

@@ -8,14 +8,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // The worker's output path: predictions and dead letters handed to the
 // partition's emitter in sequence.
 
 // send produces a prediction to the output topic.
-func (w *worker) send(ctx context.Context, in *kafkaio.Record, out *prediction) error {
-	value := w.outSlab.take(appendPrediction(w.outSlab.tail(), out))
+func (w *worker) send(ctx context.Context, in *kafkaio.Record, out *wire.Prediction) error {
+	value := w.outSlab.take(wire.AppendPrediction(w.outSlab.tail(), out))
 	w.tally.predictions++
 	w.hdrs = w.propagated(w.hdrs[:0], in.Headers)
 	w.out = kafkaio.Record{Topic: w.cfg.OutputTopic, Key: in.Key, Value: value, Headers: w.hdrs}
@@ -70,11 +71,11 @@ func (w *worker) enqueue(_ context.Context, out *kafkaio.Record, input time.Time
 // dead sends the record unchanged to the dead-letter topic with headers.
 func (w *worker) dead(ctx context.Context, msg *kafkaio.Record, emit bool, err error) error {
 	c := &w.p.c
-	rs := reasonOf(err)
+	rs := wire.ReasonOf(err)
 	c.dead[rs].Add(1)
-	c.records[kindDead].Add(1)
-	w.rateLog("dead_"+reasonNames[rs], func(ev *zerolog.Event) {
-		ev.Str("reason", reasonNames[rs]).Str("error", err.Error()).Str("topic", msg.Topic).Int64("offset", msg.Offset).Msg("dead letter")
+	c.records[wire.KindDead].Add(1)
+	w.rateLog("dead_"+rs.String(), func(ev *zerolog.Event) {
+		ev.Str("reason", rs.String()).Str("error", err.Error()).Str("topic", msg.Topic).Int64("offset", msg.Offset).Msg("dead letter")
 	})
 	if !emit {
 		return nil
@@ -82,11 +83,11 @@ func (w *worker) dead(ctx context.Context, msg *kafkaio.Record, emit bool, err e
 	headers := make([]kafkaio.Header, 0, len(msg.Headers)+5)
 	headers = append(headers, msg.Headers...)
 	headers = append(headers,
-		kafkaio.Header{Key: headerReason, Value: []byte(reasonNames[rs])},
-		kafkaio.Header{Key: headerError, Value: []byte(err.Error())},
-		kafkaio.Header{Key: headerTopic, Value: []byte(msg.Topic)},
-		kafkaio.Header{Key: headerPartition, Value: []byte(strconv.Itoa(int(msg.Partition)))},
-		kafkaio.Header{Key: headerOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
+		kafkaio.Header{Key: wire.HeaderReason, Value: []byte(rs.String())},
+		kafkaio.Header{Key: wire.HeaderError, Value: []byte(err.Error())},
+		kafkaio.Header{Key: wire.HeaderTopic, Value: []byte(msg.Topic)},
+		kafkaio.Header{Key: wire.HeaderPartition, Value: []byte(strconv.Itoa(int(msg.Partition)))},
+		kafkaio.Header{Key: wire.HeaderOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
 	w.out = kafkaio.Record{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: msg.Value, Headers: headers, Time: msg.Time}
 	_ = w.enqueue(ctx, &w.out, msg.Time, false)
 	return nil

@@ -5,13 +5,16 @@ import (
 	"sync/atomic"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // Stats is a snapshot of the processor's counters since New (process-wide,
 // all partitions). Replayed records count in Records too.
 type Stats struct {
 	// Records by kind: "features" (id,x), "labeled" (id,x,y), "label"
-	// (id,y or id,reward), "decision" (id,arms), "dead" (dead-lettered).
+	// (id,y or id,reward), "decision" (id,arms), "delete", "dead"
+	// (dead-lettered). Each record counts once: in its kind when it was
+	// used, as "dead" when it was dead-lettered.
 	Records map[string]int64
 	// Predictions emitted to the output topic (replays emit nothing).
 	Predictions int64
@@ -31,7 +34,8 @@ type Stats struct {
 	KeysErased, KeysExpired int64
 	// UnknownLabels counts labels whose id is not pending (dropped, counted).
 	UnknownLabels int64
-	// NumericalRejections counts updates refused by the numerical guard.
+	// NumericalRejections counts updates refused by the numerical guard
+	// (their records are dead-lettered, reason non_finite).
 	NumericalRejections int64
 	// Replayed counts input records replayed without emitting to rebuild state.
 	Replayed int64
@@ -82,11 +86,11 @@ type Stats struct {
 
 // counters are the live atomics behind Stats and the Prometheus metrics.
 type counters struct {
-	records     [numKinds]atomic.Int64
+	records     [wire.NumKinds]atomic.Int64
 	predictions atomic.Int64
 	decisions   atomic.Int64
 	updates     atomic.Int64
-	dead        [numReasons]atomic.Int64
+	dead        [wire.NumReasons]atomic.Int64
 	pending     atomic.Int64
 	expired     [numExpiries]atomic.Int64
 	unknown     atomic.Int64
@@ -157,11 +161,11 @@ func (c *counters) snapshot() Stats {
 		Expired:     map[string]int64{},
 	}
 	for i := range c.records {
-		s.Records[kindNames[i]] = c.records[i].Load()
+		s.Records[wire.Kind(i).String()] = c.records[i].Load()
 	}
 	for i := range c.dead {
 		if n := c.dead[i].Load(); n > 0 {
-			s.DeadLetters[reasonNames[i]] = n
+			s.DeadLetters[wire.Reason(i).String()] = n
 		}
 	}
 	for i := range c.expired {

@@ -1,5 +1,7 @@
 package processor
 
+import "github.com/kernelstream/kernelstream/internal/wire"
+
 // tally holds the counts a worker makes per record until publish adds them
 // to the process counters (counters: atomics that every partition's worker,
 // the emitters, /metrics and Stats share). Adding to them per record cost
@@ -9,7 +11,7 @@ package processor
 // publishEvery records, and before it stops, so the counters lag the
 // records by at most one chunk under load and not at all when it is idle.
 type tally struct {
-	records     [numKinds]int64
+	records     [wire.NumKinds]int64
 	replayed    int64
 	predictions int64
 	decisions   int64

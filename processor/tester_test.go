@@ -70,7 +70,7 @@ func newTester(t *testing.T, spec models.Spec, tune func(*Config)) *tester {
 
 // consume hands each record to the worker (input topic unless rec.topic is
 // the labels topic) at the next offset of its topic, with increasing Kafka
-// timestamps, and collects what it emitted.
+// timestamps (or rec.time), and collects what it emitted.
 func (ts *tester) consume(recs ...testRecord) {
 	ts.t.Helper()
 	for _, r := range recs {
@@ -82,6 +82,9 @@ func (ts *tester) consume(recs ...testRecord) {
 		ts.next[topic] = off + 1
 		msg := &kafkaio.Record{Topic: topic, Partition: 0, Offset: off, Value: []byte(r.value),
 			Time: ts.base.Add(time.Duration(ts.seen) * time.Millisecond)}
+		if !r.time.IsZero() {
+			msg.Time = r.time
+		}
 		if r.key != "" {
 			msg.Key = []byte(r.key)
 		}

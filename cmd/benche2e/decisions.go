@@ -55,6 +55,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/cputime"
 	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // decisionRun is one paced decision run: the click stream, the input time
@@ -285,14 +286,12 @@ func (r *decisionRun) feed(ctx context.Context, addrs []string, topic string, ra
 // decision's reward).
 func (r *decisionRun) answer(m kafka.Message) {
 	at := time.Now()
-	var v struct {
-		ID  string `json:"id"`
-		Arm string `json:"arm"`
-	}
-	if err := json.Unmarshal(m.Value, &v); err != nil {
+	var o wire.Output
+	if err := json.Unmarshal(m.Value, &o); err != nil {
 		r.fail(fmt.Errorf("output %s: %w", m.Value, err))
 		return
 	}
+	v := struct{ ID, Arm string }{o.ID.String(), o.Arm.String()}
 	r.mu.Lock()
 	t0, ok := r.inTime[v.ID]
 	if ok && !r.answered[v.ID] {

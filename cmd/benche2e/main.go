@@ -46,6 +46,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/cputime"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/synth"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 	"github.com/kernelstream/kernelstream/processor"
 )
@@ -384,12 +385,13 @@ func produce(ctx context.Context, addrs []string, topic string, o options, n int
 	return times, nil
 }
 
+// recordID is the id of an output record, or of an input record (the
+// relay's output is its input): both carry "id", which is all wire.Output
+// needs to find.
 func recordID(v []byte) string {
-	var r struct {
-		ID string `json:"id"`
-	}
-	json.Unmarshal(v, &r) //nolint:errcheck // an id-less record is simply not matched
-	return r.ID
+	var o wire.Output
+	json.Unmarshal(v, &o) //nolint:errcheck // an id-less record is simply not matched
+	return o.ID.String()
 }
 
 // waitCount waits until topic holds want messages.

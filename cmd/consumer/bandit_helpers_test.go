@@ -15,6 +15,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/banditenv"
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -53,6 +54,7 @@ func replayBandit(t *testing.T, env *banditenv.Clicks, n int, spec models.Spec) 
 	var order []string
 	var open []string
 	rng := models.NewRand(5)
+	dec := wire.NewDecoder(env.Config().Dim, wire.Limits{})
 	var rec banditenv.ClickRecord
 	for !s.Done() {
 		if !s.Next(&rec) {
@@ -83,34 +85,23 @@ func replayBandit(t *testing.T, env *banditenv.Clicks, n int, spec models.Spec) 
 			learners[key] = l
 			order = append(order, key)
 		}
-		var v struct {
-			Reward float64 `json:"reward"`
-			Arm    string  `json:"arm"`
-			Arms   []struct {
-				ID string    `json:"id"`
-				X  []float64 `json:"x"`
-			} `json:"arms"`
-		}
-		if err := json.Unmarshal(rec.Value, &v); err != nil {
+		v, err := dec.Decode(rec.Value)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if rec.Reward {
-			d := ref.dec[rec.ID]
-			if v.Arm != d.arm {
-				t.Fatalf("reward of %s names %s, chosen %s", rec.ID, v.Arm, d.arm)
+			d, arm := ref.dec[rec.ID], wire.Token(v.Arm).String()
+			if arm != d.arm {
+				t.Fatalf("reward of %s names %s, chosen %s", rec.ID, arm, d.arm)
 			}
-			if err := l.Observe(itemFeatures(t, env, v.Arm), v.Reward); err != nil {
+			if err := l.Observe(itemFeatures(t, env, arm), v.Y); err != nil {
 				t.Fatalf("%s: Observe: %v", key, err)
 			}
 			ref.observed[key]++
 			continue
 		}
-		arms := make([][]float64, len(v.Arms))
-		for i, a := range v.Arms {
-			arms[i] = a.X
-		}
-		d := l.Choose(arms)
-		ref.dec[rec.ID] = refDecision{key: key, arm: v.Arms[d.Arm].ID, d: d}
+		d := l.Choose(v.Arms)
+		ref.dec[rec.ID] = refDecision{key: key, arm: wire.Token(v.ArmIDs[d.Arm]).String(), d: d}
 		ref.decisions++
 		open = append(open, rec.ID)
 	}
@@ -149,18 +140,6 @@ func produceMessages(ctx context.Context, t *testing.T, addr, topic string, msgs
 	}
 }
 
-// decisionOutput is an output record answering a decision.
-type decisionOutput struct {
-	ID       string   `json:"id"`
-	Key      string   `json:"key"`
-	YHat     *float64 `json:"y_hat"`
-	Std      *float64 `json:"std"`
-	Arm      *string  `json:"arm"`
-	Mean     *float64 `json:"mean"`
-	UCB      *float64 `json:"ucb"`
-	NUpdates uint64   `json:"n_updates"`
-}
-
 // checkDecisionOutputs compares every output of topic with the direct
 // replay (arm, mean, std, ucb, y_hat to 1e-12, duplicates included) and
 // checks that every decision has at least one; it returns the number of
@@ -174,19 +153,20 @@ func checkDecisionOutputs(ctx context.Context, t *testing.T, addr, topic string,
 	seen := map[string]bool{}
 	bad := 0
 	for _, m := range msgs {
-		var o decisionOutput
+		var o wire.Output
 		if err := json.Unmarshal(m.Value, &o); err != nil {
 			t.Fatalf("output %s: %v", m.Value, err)
 		}
-		want, ok := ref.dec[o.ID]
+		id := o.ID.String()
+		want, ok := ref.dec[id]
 		if !ok {
 			t.Errorf("output for an unknown decision: %s", m.Value)
 			continue
 		}
-		seen[o.ID] = true
+		seen[id] = true
 		if err := sameDecision(o, want); err != nil {
 			if bad++; bad <= 5 {
-				t.Errorf("decision %s: %v\n  output %s", o.ID, err, m.Value)
+				t.Errorf("decision %s: %v\n  output %s", id, err, m.Value)
 			}
 		}
 	}
@@ -207,15 +187,15 @@ func checkDecisionOutputs(ctx context.Context, t *testing.T, addr, topic string,
 	return len(msgs)
 }
 
-func sameDecision(o decisionOutput, want refDecision) error {
+func sameDecision(o wire.Output, want refDecision) error {
 	close := func(p *float64, w float64) bool { return p != nil && math.Abs(*p-w) <= 1e-12 }
 	switch {
 	case o.Key != want.key:
 		return fmt.Errorf("key %q, want %q", o.Key, want.key)
 	case o.Arm == nil:
 		return fmt.Errorf("no arm, direct replay %s", want.arm)
-	case *o.Arm != want.arm:
-		return fmt.Errorf("arm %s, direct replay %s", *o.Arm, want.arm)
+	case o.Arm.String() != want.arm:
+		return fmt.Errorf("arm %s, direct replay %s", o.Arm, want.arm)
 	case !close(o.Mean, want.d.Mean) || !close(o.YHat, want.d.Mean):
 		return fmt.Errorf("mean %v y_hat %v, direct replay %v", o.Mean, o.YHat, want.d.Mean)
 	case !close(o.Std, want.d.Std):

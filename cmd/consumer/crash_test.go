@@ -20,6 +20,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/synth"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 const (
@@ -110,13 +111,11 @@ func checkPredicted(ctx context.Context, t *testing.T, addrs []string, topic str
 	}
 	seen := make(map[string]bool, len(inputIDs))
 	for _, m := range msgs {
-		var o struct {
-			ID string `json:"id"`
-		}
+		var o wire.Output
 		if err := json.Unmarshal(m.Value, &o); err != nil {
 			t.Fatalf("output %s: %v", m.Value, err)
 		}
-		seen[o.ID] = true
+		seen[o.ID.String()] = true
 	}
 	missing := 0
 	for id, isInput := range inputIDs {
@@ -143,22 +142,14 @@ func checkPredicted(ctx context.Context, t *testing.T, addrs []string, topic str
 // made (which TestOutputEqualsEvalDump compares with eval -key -dump).
 func checkSamePredictions(ctx context.Context, t *testing.T, addrs []string, ref, topic string) {
 	t.Helper()
-	read := func(topic string) []struct {
-		ID   string  `json:"id"`
-		Key  string  `json:"key"`
-		YHat float64 `json:"y_hat"`
-	} {
+	read := func(topic string) []wire.Output {
 		msgs, err := broker.ReadAll(ctx, addrs, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := make([]struct {
-			ID   string  `json:"id"`
-			Key  string  `json:"key"`
-			YHat float64 `json:"y_hat"`
-		}, len(msgs))
+		out := make([]wire.Output, len(msgs))
 		for i, m := range msgs {
-			if err := json.Unmarshal(m.Value, &out[i]); err != nil {
+			if err := json.Unmarshal(m.Value, &out[i]); err != nil || out[i].YHat == nil {
 				t.Fatalf("%s: output %s: %v", topic, m.Value, err)
 			}
 		}
@@ -166,16 +157,16 @@ func checkSamePredictions(ctx context.Context, t *testing.T, addrs []string, ref
 	}
 	want := map[string]float64{}
 	for _, o := range read(ref) {
-		want[o.Key+"/"+o.ID] = o.YHat
+		want[o.Key+"/"+o.ID.String()] = *o.YHat
 	}
 	if len(want) == 0 {
 		t.Fatalf("the reference topic %s is empty", ref)
 	}
 	bad := 0
 	for _, o := range read(topic) {
-		if w, ok := want[o.Key+"/"+o.ID]; !ok || w != o.YHat {
+		if w, ok := want[o.Key+"/"+o.ID.String()]; !ok || w != *o.YHat {
 			if bad < 5 {
-				t.Errorf("%s %s/%s: y_hat %v, the uninterrupted run's %v (present %v)", topic, o.Key, o.ID, o.YHat, w, ok)
+				t.Errorf("%s %s/%s: y_hat %v, the uninterrupted run's %v (present %v)", topic, o.Key, o.ID, *o.YHat, w, ok)
 			}
 			bad++
 		}

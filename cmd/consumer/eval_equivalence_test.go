@@ -20,6 +20,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/synth"
 	"github.com/kernelstream/kernelstream/internal/testbin"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // TestOutputEqualsEvalDump is the equivalence contract of issue 3: for a
@@ -123,14 +124,11 @@ func TestOutputEqualsEvalDump(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, m := range outs {
-				var o struct {
-					ID   string  `json:"id"`
-					YHat float64 `json:"y_hat"`
+				var o wire.Output
+				if err := json.Unmarshal(m.Value, &o); err != nil || o.YHat == nil {
+					t.Fatalf("output %s: %v", m.Value, err)
 				}
-				if err := json.Unmarshal(m.Value, &o); err != nil {
-					t.Fatal(err)
-				}
-				got[o.ID] = o.YHat
+				got[o.ID.String()] = *o.YHat
 			}
 			if len(got) != keys*rounds {
 				t.Fatalf("%d distinct predictions, want %d", len(got), keys*rounds)

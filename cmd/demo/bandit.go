@@ -32,6 +32,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/service"
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -121,21 +122,17 @@ func newBanditLoop(i int, alg string, env *banditenv.Clicks, n int) (*banditLoop
 // answer takes one output record: the chosen item is "arm" (bandit
 // learners) or the head of "ranking" (regression learners).
 func (l *banditLoop) answer(value []byte) {
-	var o struct {
-		ID      string   `json:"id"`
-		Arm     string   `json:"arm"`
-		Ranking []string `json:"ranking"`
-	}
+	var o wire.Output
 	if err := json.Unmarshal(value, &o); err != nil {
 		l.fail(fmt.Errorf("output %s: %w", value, err))
 		return
 	}
-	item := o.Arm
-	if item == "" && len(o.Ranking) > 0 {
-		item = o.Ranking[0]
+	item := o.Arm.String()
+	if o.Arm == nil && len(o.Ranking) > 0 {
+		item = o.Ranking[0].String()
 	}
 	l.mu.Lock()
-	out, known, err := l.s.Choose(o.ID, item)
+	out, known, err := l.s.Choose(o.ID.String(), item)
 	if known {
 		l.kern.add(out)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kernelstream/kernelstream/internal/banditenv"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // syncBuffer collects the demo's output, written from several goroutines.
@@ -147,6 +147,7 @@ func directLinUCB(t *testing.T, audience string, n, w int) string {
 		t.Fatal(err)
 	}
 	s := e.Stream(n)
+	dec := wire.NewDecoder(e.Config().Dim, wire.Limits{})
 	clicks, probs := make([]float64, n), make([]float64, n)
 	var r banditenv.ClickRecord
 	for s.Next(&r) {
@@ -158,15 +159,11 @@ func directLinUCB(t *testing.T, audience string, n, w int) string {
 			clicks[o.Seq] = 1
 		}
 		probs[o.Seq] = o.Prob
-		var v struct {
-			Arms []struct {
-				ID string `json:"id"`
-			} `json:"arms"`
-		}
-		if err := json.Unmarshal(r.Value, &v); err != nil {
+		v, err := dec.Decode(r.Value)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.Choose(r.ID, v.Arms[0].ID); err != nil {
+		if _, _, err := s.Choose(r.ID, wire.Token(v.ArmIDs[0]).String()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 func TestProduceSyntheticAndDataset(t *testing.T) {
@@ -41,13 +41,10 @@ func TestProduceSyntheticAndDataset(t *testing.T) {
 	}
 	// Same key, same partition on both topics (co-partitioned).
 	part := map[string]int{}
+	dec := wire.NewDecoder(3, wire.Limits{})
 	for _, m := range feats {
-		var r struct {
-			ID string    `json:"id"`
-			X  []float64 `json:"x"`
-			Y  *float64  `json:"y"`
-		}
-		if err := json.Unmarshal(m.Value, &r); err != nil || len(r.X) != 3 || r.Y != nil || !strings.HasPrefix(r.ID, string(m.Key)+"-") {
+		r, err := dec.Decode(m.Value)
+		if err != nil || r.Kind != wire.KindFeatures || !strings.HasPrefix(wire.Token(r.ID).String(), string(m.Key)+"-") {
 			t.Fatalf("feature record %s (key %s): %v", m.Value, m.Key, err)
 		}
 		part[string(m.Key)] = m.Partition
@@ -68,12 +65,13 @@ func TestProduceSyntheticAndDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
+	dec = wire.NewDecoder(2, wire.Limits{})
 	for _, m := range recs {
-		var r struct {
-			ID string `json:"id"`
+		r, err := dec.Decode(m.Value)
+		if err != nil {
+			t.Fatalf("%s: %v", m.Value, err)
 		}
-		json.Unmarshal(m.Value, &r)
-		got[r.ID] = string(m.Value)
+		got[wire.Token(r.ID).String()] = string(m.Value)
 	}
 	want := map[string]string{
 		"key-0-0": `{"id":"key-0-0","x":[0.5,-1],"y":1}`,

@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -182,15 +183,7 @@ func NewClicks(c ClickConfig, seed uint64) (*Clicks, error) {
 		}
 		e.items = append(e.items, x)
 		e.ids = append(e.ids, fmt.Sprintf("item-%0*d", iw, i))
-		b := append([]byte(`{"id":`), strconv.Quote(e.ids[i])...)
-		b = append(b, `,"x":[`...)
-		for j, v := range x {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendFloat(b, v, 'g', -1, 64) // parses back to the same float64
-		}
-		e.armJSON = append(e.armJSON, append(b, "]}"...))
+		e.armJSON = append(e.armJSON, wire.AppendArm(nil, e.ids[i], x))
 	}
 	if c.Audience == AudienceIdeal {
 		// From a PRNG of their own, after the catalogue: both audiences
@@ -362,6 +355,7 @@ type ClickStream struct {
 	decided  int // decisions emitted
 	rewarded int // rewards emitted
 	buf      offer
+	arms     [][]byte // the arms of the decision being encoded
 }
 
 type userState struct {
@@ -471,16 +465,11 @@ func (s *ClickStream) emitDecision(r *ClickRecord, us *userState, u, g int) {
 
 	r.Key = append(r.Key[:0], s.e.users[u]...)
 	r.ID, r.Reward, r.dec = d.id, false, d
-	b := append(r.Value[:0], `{"id":`...)
-	b = strconv.AppendQuote(b, d.id)
-	b = append(b, `,"arms":[`...)
-	for k, i := range d.off.cands {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, s.e.armJSON[i]...)
+	s.arms = s.arms[:0]
+	for _, i := range d.off.cands {
+		s.arms = append(s.arms, s.e.armJSON[i])
 	}
-	r.Value = append(b, "]}"...)
+	r.Value = wire.AppendDecision(r.Value[:0], d.id, s.arms)
 }
 
 func (s *ClickStream) emitReward(r *ClickRecord, us *userState, d *openDecision) {
@@ -488,19 +477,13 @@ func (s *ClickStream) emitReward(r *ClickRecord, us *userState, d *openDecision)
 	delete(s.open, d.id)
 	s.rewarded++
 	item := d.off.cands[d.chosen]
-	reward := "0"
+	reward := 0.0
 	if d.off.click < s.e.Prob(d.u, item) {
-		reward = "1"
+		reward = 1
 	}
 	r.Key = append(r.Key[:0], s.e.users[d.u]...)
 	r.ID, r.Reward, r.dec = d.id, true, d
-	b := append(r.Value[:0], `{"id":`...)
-	b = strconv.AppendQuote(b, d.id)
-	b = append(b, `,"reward":`...)
-	b = append(b, reward...)
-	b = append(b, `,"arm":`...)
-	b = strconv.AppendQuote(b, s.e.ids[item])
-	r.Value = append(b, '}')
+	r.Value = wire.AppendReward(r.Value[:0], d.id, reward, s.e.ids[item])
 }
 
 // Choose records the item the recommender chose for decision id (the

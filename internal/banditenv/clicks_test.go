@@ -1,7 +1,6 @@
 package banditenv
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
 
@@ -39,6 +39,7 @@ func runLoop(t testing.TB, e *Clicks, n int, spec models.Spec, shuffle uint64) l
 	type answer struct{ id, item string }
 	var waiting []answer
 	chosen := map[string]string{}
+	dec := wire.NewDecoder(e.Config().Dim, wire.Limits{})
 	var r ClickRecord
 	for !s.Done() {
 		if !s.Next(&r) {
@@ -73,34 +74,24 @@ func runLoop(t testing.TB, e *Clicks, n int, spec models.Spec, shuffle uint64) l
 			l = m.(models.Bandit)
 			learners[key] = l
 		}
-		var v struct {
-			ID     string   `json:"id"`
-			Reward *float64 `json:"reward"`
-			Arm    string   `json:"arm"`
-			Arms   []struct {
-				ID string    `json:"id"`
-				X  []float64 `json:"x"`
-			} `json:"arms"`
-		}
-		if err := json.Unmarshal(r.Value, &v); err != nil || v.ID != r.ID {
+		v, err := dec.Decode(r.Value)
+		if err != nil || wire.Token(v.ID).String() != r.ID {
 			t.Fatalf("record %s: %v", r.Value, err)
 		}
 		if r.Reward {
-			if v.Reward == nil || v.Arm != chosen[r.ID] {
+			arm := wire.Token(v.Arm).String()
+			if v.Kind != wire.KindLabel || !v.Reward || arm != chosen[r.ID] {
 				t.Fatalf("reward %s: chosen %s", r.Value, chosen[r.ID])
 			}
-			if err := l.Observe(itemX(t, e, v.Arm), *v.Reward); err != nil {
+			if err := l.Observe(itemX(t, e, arm), v.Y); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
-		arms := make([][]float64, len(v.Arms))
-		for i, a := range v.Arms {
-			arms[i] = a.X
-		}
-		d := l.Choose(arms)
-		chosen[r.ID] = v.Arms[d.Arm].ID
-		waiting = append(waiting, answer{r.ID, v.Arms[d.Arm].ID})
+		d := l.Choose(v.Arms)
+		arm := wire.Token(v.ArmIDs[d.Arm]).String()
+		chosen[r.ID] = arm
+		waiting = append(waiting, answer{r.ID, arm})
 	}
 	if res.outcomes != n {
 		t.Fatalf("%d outcomes for %d decisions", res.outcomes, n)
@@ -155,35 +146,36 @@ func TestClickStreamDeterministic(t *testing.T) {
 		t.Fatal("clicks differ between in-order and shuffled answers")
 	}
 	delayed, rewards := 0, 0
+	dec := wire.NewDecoder(e.Config().Dim, wire.Limits{})
 	for key, recs := range a.byKey {
 		decided := map[string]int{} // decision id -> decisions of the user before it
 		nDec := 0
 		for _, v := range recs {
-			var r struct {
-				ID     string   `json:"id"`
-				Reward *float64 `json:"reward"`
+			r, err := dec.Decode([]byte(v))
+			if err != nil {
+				t.Fatalf("%s: %v", v, err)
 			}
-			_ = json.Unmarshal([]byte(v), &r)
-			if r.Reward == nil {
-				decided[r.ID] = nDec
+			id := wire.Token(r.ID).String()
+			if !r.Reward {
+				decided[id] = nDec
 				nDec++
 				continue
 			}
-			j, ok := decided[r.ID]
+			j, ok := decided[id]
 			if !ok {
-				t.Fatalf("%s: reward of %s before its decision", key, r.ID)
+				t.Fatalf("%s: reward of %s before its decision", key, id)
 			}
 			// Decisions of the user between the decision and its reward:
 			// delay-1, in [0, MaxDelay-1].
 			if between := nDec - j - 1; between > 3 {
-				t.Errorf("%s: reward of %s after %d later decisions", key, r.ID, between)
+				t.Errorf("%s: reward of %s after %d later decisions", key, id, between)
 			} else if between > 0 {
 				delayed++
 			}
 			rewards++
-			delete(decided, r.ID)
-			if *r.Reward != 0 && *r.Reward != 1 {
-				t.Errorf("%s: reward %v", key, *r.Reward)
+			delete(decided, id)
+			if r.Y != 0 && r.Y != 1 {
+				t.Errorf("%s: reward %v", key, r.Y)
 			}
 		}
 		if len(decided) != 0 {
@@ -457,20 +449,16 @@ func TestClickDecimals(t *testing.T) {
 	if !e.Stream(1).Next(&rec) {
 		t.Fatal("no record")
 	}
-	var d struct {
-		Arms []struct {
-			ID string    `json:"id"`
-			X  []float64 `json:"x"`
-		} `json:"arms"`
+	d, err := wire.NewDecoder(16, wire.Limits{}).Decode(rec.Value)
+	if err != nil || len(d.Arms) != 20 {
+		t.Fatalf("record %s: %v", rec.Value, err)
 	}
-	if err := json.Unmarshal(rec.Value, &d); err != nil || len(d.Arms) != 20 {
-		t.Fatalf("record %s: %v, %d arms", rec.Value, err, len(d.Arms))
-	}
-	for _, a := range d.Arms {
+	for k, x := range d.Arms {
+		id := wire.Token(d.ArmIDs[k]).String()
 		var i int
-		fmt.Sscanf(a.ID, "item-%d", &i)
-		if !reflect.DeepEqual(a.X, e.Item(i)) {
-			t.Fatalf("arm %s: x %v, item %v", a.ID, a.X, e.Item(i))
+		fmt.Sscanf(id, "item-%d", &i)
+		if !reflect.DeepEqual(x, e.Item(i)) {
+			t.Fatalf("arm %s: x %v, item %v", id, x, e.Item(i))
 		}
 	}
 	// Each number is at most "-0.1234": 7 characters.

@@ -1,7 +1,7 @@
 // Package feed turns labelled examples (a dataset file or a synthetic
-// stream) into input records of the wire contract (docs/pipeline.md) and writes
-// them to Kafka. cmd/produce, the consumer's demo, the end-to-end tests and
-// the benchmarks all feed through it, so the record format lives here once.
+// stream) into input records of the wire contract (encoded by package wire)
+// and writes them to Kafka. cmd/produce, the consumer's demo, the end-to-end
+// tests and the benchmarks all feed through it.
 //
 // Labels are inline ({"id","x","y"}) or delayed: the features ({"id","x"})
 // first and the label ({"id","y"}) a deterministic number of records later,
@@ -11,11 +11,11 @@ package feed
 import (
 	"container/heap"
 	"fmt"
-	"strconv"
 
 	"github.com/kernelstream/kernelstream/internal/dataset"
 	"github.com/kernelstream/kernelstream/internal/rng"
 	"github.com/kernelstream/kernelstream/internal/synth"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
 // Source yields labelled examples; false ends the stream.
@@ -82,7 +82,7 @@ func (f *Feed) Next(r *Record) bool {
 	if len(f.pending) > 0 && (f.pending[0].due <= f.emitted || f.done) {
 		p := heap.Pop(&f.pending).(pendingLabel)
 		r.Key = append(r.Key[:0], p.key...)
-		r.Value = appendLabel(r.Value[:0], p.id, p.y)
+		r.Value = wire.AppendLabel(r.Value[:0], p.id, p.y)
 		r.Label, r.ID, r.Y = true, p.id, p.y
 		return true
 	}
@@ -97,9 +97,9 @@ func (f *Feed) Next(r *Record) bool {
 	r.Key = append(r.Key[:0], f.ex.Key...)
 	r.Label, r.ID, r.Y = false, id, f.ex.Y
 	if f.o.Labels == "inline" {
-		r.Value = appendRecord(r.Value[:0], id, f.ex.X, f.ex.Y, true)
+		r.Value = wire.AppendLabeled(r.Value[:0], id, f.ex.X, f.ex.Y)
 	} else {
-		r.Value = appendRecord(r.Value[:0], id, f.ex.X, 0, false)
+		r.Value = wire.AppendFeatures(r.Value[:0], id, f.ex.X)
 		due := f.emitted + 1 + f.rng.Intn(f.o.MaxDelay)
 		heap.Push(&f.pending, pendingLabel{due: due, order: f.emitted, key: f.ex.Key, id: id, y: f.ex.Y})
 	}
@@ -109,34 +109,6 @@ func (f *Feed) Next(r *Record) bool {
 
 // Emitted is the number of feature records emitted so far.
 func (f *Feed) Emitted() int { return f.emitted }
-
-func appendRecord(b []byte, id string, x []float64, y float64, withY bool) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendQuote(b, id)
-	b = append(b, `,"x":[`...)
-	for i, v := range x {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		// 'g' with precision -1 is the shortest text that parses back to
-		// the same float64: the consumer sees exactly the generated x.
-		b = strconv.AppendFloat(b, v, 'g', -1, 64)
-	}
-	b = append(b, ']')
-	if withY {
-		b = append(b, `,"y":`...)
-		b = strconv.AppendFloat(b, y, 'g', -1, 64)
-	}
-	return append(b, '}')
-}
-
-func appendLabel(b []byte, id string, y float64) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendQuote(b, id)
-	b = append(b, `,"y":`...)
-	b = strconv.AppendFloat(b, y, 'g', -1, 64)
-	return append(b, '}')
-}
 
 type pendingLabel struct {
 	due, order int

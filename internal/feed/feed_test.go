@@ -1,17 +1,32 @@
 package feed
 
 import (
-	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/kernelstream/kernelstream/internal/synth"
+	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
-type wire struct {
-	ID string    `json:"id"`
-	X  []float64 `json:"x"`
-	Y  *float64  `json:"y"`
+// decoded is a record as the service reads it.
+type decoded struct {
+	ID string
+	X  []float64 // nil without x
+	Y  *float64  // nil without y
+}
+
+func decode(t *testing.T, value []byte) decoded {
+	t.Helper()
+	r, err := wire.NewDecoder(4, wire.Limits{}).Decode(value)
+	if err != nil {
+		t.Fatalf("%s: %v", value, err)
+	}
+	d := decoded{ID: wire.Token(r.ID).String(), X: slices.Clone(r.X)}
+	if r.HasY {
+		d.Y = &r.Y
+	}
+	return d
 }
 
 func records(t *testing.T, labels string, n int) ([]Record, []synth.Example) {
@@ -42,10 +57,7 @@ func TestInlineRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 	for i, r := range recs {
-		var w wire
-		if err := json.Unmarshal(r.Value, &w); err != nil {
-			t.Fatal(err)
-		}
+		w := decode(t, r.Value)
 		e := exs[i]
 		if w.ID != e.ID() || string(r.Key) != e.Key || w.Y == nil || *w.Y != e.Y || len(w.X) != 4 {
 			t.Fatalf("record %d = %s, want %+v", i, r.Value, e)
@@ -70,10 +82,7 @@ func TestDelayedLabelsFollowTheirFeatures(t *testing.T) {
 		if string(again[i].Value) != string(r.Value) {
 			t.Fatal("delayed feed is not deterministic")
 		}
-		var w wire
-		if err := json.Unmarshal(r.Value, &w); err != nil {
-			t.Fatal(err)
-		}
+		w := decode(t, r.Value)
 		if !r.Label {
 			if w.Y != nil || w.X == nil {
 				t.Fatalf("feature record with y: %s", r.Value)

@@ -1,4 +1,4 @@
-package processor
+package wire
 
 import (
 	"encoding/binary"
@@ -37,15 +37,15 @@ import (
 var exactPow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
 	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
-// parseFloatHook, when a test sets it, is called with the decoder each time
+// parseFloatHook, when a test sets it, is called with the Decoder each time
 // number() falls back to strconv.ParseFloat (an atomic load on that path
 // only).
-var parseFloatHook atomic.Pointer[func(*decoder)]
+var parseFloatHook atomic.Pointer[func(*Decoder)]
 
 // number reads the JSON number at d.pos. ok is false for text that is not
 // a JSON number (d.pos is then somewhere inside it); err is strconv's, for
 // a number out of float64's range.
-func (d *decoder) number() (f float64, ok bool, err error) {
+func (d *Decoder) number() (f float64, ok bool, err error) {
 	start := d.pos
 	n, ok := d.scanNumber()
 	if !ok {
@@ -105,7 +105,7 @@ func makePow10Tab() (tab [pow10Max - pow10Min + 1][2]uint64) {
 	var buf [16]byte
 	set := func(q int) {
 		if t.BitLen() != 128 {
-			panic("processor: pow10Tab: 10^" + strconv.Itoa(q) + " not normalized")
+			panic("wire: pow10Tab: 10^" + strconv.Itoa(q) + " not normalized")
 		}
 		t.FillBytes(buf[:])
 		tab[q-pow10Min] = [2]uint64{binary.BigEndian.Uint64(buf[:8]), binary.BigEndian.Uint64(buf[8:])}
@@ -211,7 +211,7 @@ type decimal struct {
 
 // scanNumber reads a JSON number's grammar at d.pos, accumulating its
 // digits; ok is false for text that is not one.
-func (d *decoder) scanNumber() (n decimal, ok bool) {
+func (d *Decoder) scanNumber() (n decimal, ok bool) {
 	n.exact = true
 	n.neg = d.eat('-')
 	switch {
@@ -277,7 +277,7 @@ func parseEightDigits(v uint64) uint64 {
 //
 // The loop works on locals, written back once: through d and n the
 // compiler stores the position and the mantissa at every digit.
-func (d *decoder) mantissaDigits(n *decimal) int {
+func (d *Decoder) mantissaDigits(n *decimal) int {
 	data, start := d.data, d.pos
 	pos, mant := start, n.mant
 	// Eight digits at a time while the mantissa is so small that the

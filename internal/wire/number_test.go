@@ -1,4 +1,4 @@
-package processor
+package wire
 
 import (
 	"encoding/binary"
@@ -10,11 +10,11 @@ import (
 	"testing"
 )
 
-// numberMatches checks that the decoder reads s as strconv.ParseFloat does,
+// numberMatches checks that the Decoder reads s as strconv.ParseFloat does,
 // bit for bit, and consumes all of it.
 func numberMatches(t *testing.T, s string) {
 	t.Helper()
-	d := newDecoder(1)
+	d := NewDecoder(1, Limits{})
 	d.data, d.pos = []byte(s), 0
 	got, ok, err := d.number()
 	want, werr := strconv.ParseFloat(s, 64)
@@ -187,9 +187,9 @@ func powU64(base uint64, n int) uint64 {
 // table leaves just under a float64 or a tie, in doubt.
 func TestNumberEiselLemireTaken(t *testing.T) {
 	var fallbacks int
-	d := newDecoder(1)
-	hook := func(dd *decoder) {
-		if dd == d { // not another test's decoder
+	d := NewDecoder(1, Limits{})
+	hook := func(dd *Decoder) {
+		if dd == d { // not another test's Decoder
 			fallbacks++
 		}
 	}
@@ -314,7 +314,7 @@ func FuzzNumber(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d := newDecoder(1)
+		d := NewDecoder(1, Limits{})
 		d.data, d.pos = []byte(s), 0
 		got, ok, err := d.number()
 		if !ok {

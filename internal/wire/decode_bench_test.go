@@ -1,15 +1,16 @@
-package processor
+package wire
 
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// BenchmarkDecode measures the record decoder (dense x of dimension d).
+// BenchmarkDecode measures the record Decoder (dense x of dimension d).
 // d=N has features with six decimals ("0.217368"); digits=17/d=N has the
 // shortest round-trip forms of random float64s, as a JSON serializer writes
 // them at full precision ("-0.41723510295283627", "1.2345678901234567e-05":
@@ -28,11 +29,11 @@ func BenchmarkDecode(b *testing.B) {
 				name = "digits=17/" + name
 			}
 			b.Run(name, func(b *testing.B) {
-				d := newDecoder(dim)
+				d := NewDecoder(dim, Limits{})
 				b.SetBytes(int64(len(value)))
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {
-					if _, err := d.decode(value); err != nil {
+					if _, err := d.Decode(value); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -82,3 +83,27 @@ func benchRecord(dim int, feature func(i int) string) []byte {
 
 // sixDecimals is a feature as many streams write them ("0.217368").
 func sixDecimals(i int) string { return fmt.Sprintf("%.6f", 0.123456*float64(i%7)-0.4) }
+
+// BenchmarkDecodeDecision: a decision of 100 arms of dimension 16 (make
+// bench-decisions' records), whose arm ids the decoder checks for repeats.
+func BenchmarkDecodeDecision(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	arms := make([][]byte, 100)
+	for i := range arms {
+		id := fmt.Sprintf("item-%04d", r.IntN(10000)*100+i)
+		x := make([]float64, 16)
+		for j := range x {
+			x[j] = math.Round((2*r.Float64()-1)*1e4) / 1e4
+		}
+		arms[i] = AppendArm(nil, id, x)
+	}
+	value := AppendDecision(nil, "user-0042-17", arms)
+	d := NewDecoder(16, Limits{})
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := d.Decode(value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
