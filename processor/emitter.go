@@ -36,9 +36,10 @@ type emitter struct {
 	onAcked func(n int) // told how many predictions were acknowledged
 	slots   []outSlot
 
-	mu     sync.Mutex
-	acked  uint64 // every output up to it is acknowledged
-	notify chan struct{}
+	mu      sync.Mutex
+	acked   uint64 // every output up to it is acknowledged
+	notify  chan struct{}
+	waiters int // goroutines in waitAcked: notify is closed (and replaced) only for them
 
 	failErr  atomic.Pointer[error] // the error that stopped the emitter for good
 	done     chan struct{}         // closed with failErr set
@@ -91,10 +92,11 @@ func (e *emitter) emit(ctx context.Context, seq uint64, out *kafkaio.Record, inp
 		}
 	}
 	s.seq, s.input, s.output = seq, input, output
-	s.rec = *out
-	s.rec.Partition = -1 // murmur2 of the key, as Kafka's Java client places it
+	// Field by field, not s.rec = *out: the slot's record keeps what the
+	// client attached to it for producing it again.
 	s.hdrs = append(s.hdrs[:0], out.Headers...)
-	s.rec.Headers = s.hdrs
+	s.rec.Topic, s.rec.Key, s.rec.Value, s.rec.Headers, s.rec.Time = out.Topic, out.Key, out.Value, s.hdrs, out.Time
+	s.rec.Partition = -1 // murmur2 of the key, as Kafka's Java client places it
 	s.state.Store(slotSent)
 	e.kio.Produce(ctx, &s.rec, s.ack)
 	return nil
@@ -134,13 +136,13 @@ func (e *emitter) advance() {
 		if s.state.Load() != slotAcked {
 			break
 		}
-		s.rec, s.input = kafkaio.Record{}, time.Time{}
+		s.rec.Key, s.rec.Value, s.rec.Headers, s.input = nil, nil, nil, time.Time{}
 		clear(s.hdrs)
 		s.state.Store(slotFree)
 		e.acked++
 		moved = true
 	}
-	if moved {
+	if moved && e.waiters > 0 {
 		close(e.notify)
 		e.notify = make(chan struct{})
 	}
@@ -184,8 +186,14 @@ func (e *emitter) fail(err error) {
 
 // waitAcked blocks until every output up to seq is acknowledged.
 func (e *emitter) waitAcked(ctx context.Context, seq uint64) error {
-	for {
+	e.mu.Lock()
+	e.waiters++
+	defer func() {
 		e.mu.Lock()
+		e.waiters--
+		e.mu.Unlock()
+	}()
+	for {
 		acked, ch := e.acked, e.notify
 		e.mu.Unlock()
 		if acked >= seq {
@@ -198,6 +206,7 @@ func (e *emitter) waitAcked(ctx context.Context, seq uint64) error {
 			return fmt.Errorf("emitter stopped before acknowledging: %w", e.failed())
 		case <-ch:
 		}
+		e.mu.Lock()
 	}
 }
 

@@ -29,8 +29,6 @@ type Client struct {
 	pollCancel context.CancelFunc // cancels the poll in progress, so that ops apply at once
 	stop       context.CancelFunc
 	polling    chan struct{} // closed when the poller has returned
-
-	wraps sync.Pool // *produced: kgo records in flight (producer.go)
 }
 
 var _ Cluster = (*Client)(nil)

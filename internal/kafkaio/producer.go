@@ -6,12 +6,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// produced is one record in kgo's hands, pooled: its promise is a closure
-// bound to it once, when it is made, so the promise finds it again without
-// a map or an allocation per record. The record's kgo Context is the
-// caller's, which kgo may still read after the promise (a wait for an
-// unknown topic keeps the first record's context): nothing of the
-// wrapper's own is exposed to kgo but the record it reuses.
+// produced is a Record's kgo counterpart, kept with it (Record.produced)
+// for its next Produce. Its promise is a closure bound to it once, when it
+// is made, so the promise finds it again without a map or an allocation per
+// record. The kgo record's Context is the caller's, which kgo may still
+// read after the promise (a wait for an unknown topic keeps the first
+// record's context): nothing of the wrapper's own is exposed to kgo but the
+// record it reuses.
 type produced struct {
 	kr      kgo.Record
 	hdrs    []kgo.RecordHeader
@@ -22,10 +23,11 @@ type produced struct {
 
 // Produce implements Cluster.
 func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
-	w, _ := c.wraps.Get().(*produced)
+	w := r.produced
 	if w == nil {
 		w = &produced{}
 		w.promise = func(kr *kgo.Record, err error) { c.delivered(w, kr, err) }
+		r.produced = w
 	}
 	w.src, w.done = r, done
 	w.hdrs = w.hdrs[:0]
@@ -45,7 +47,6 @@ func (c *Client) delivered(w *produced, kr *kgo.Record, err error) {
 	}
 	clear(w.hdrs)
 	w.src, w.done, w.kr = nil, nil, kgo.Record{}
-	c.wraps.Put(w)
 	done(r, err)
 }
 

@@ -18,6 +18,12 @@ type Record struct {
 	Value     []byte
 	Headers   []Header
 	Time      time.Time // the Kafka timestamp; on Produce, zero means now
+
+	// produced is the client's state for producing this record, made at
+	// its first Produce and reused by the next ones: a caller that
+	// produces from a fixed set of Records (the engine's emitter) costs
+	// no allocation per record.
+	produced *produced
 }
 
 // Header is one record header.
