@@ -47,6 +47,13 @@ const DefaultChangelogMaxMessageBytes = 8 << 20
 // checkpoint that Badger does not. Production code never sets it.
 var TestHookAfterChangelog func(partition int)
 
+// restoreState is what a restore from the changelog leaves the worker.
+type restoreState struct {
+	skip         map[string]changelogSkip // keys whose restored state is ahead of the resume offsets
+	warm         map[string][]byte        // learners the restore read, for the cache (warm.go)
+	restoredMeta []byte                   // the meta of the changelog's last marker, when restored from it
+}
+
 // changelogSkip is a key whose restored bundle is newer than the marker the
 // partition resumes from: its records below these offsets are in its state.
 type changelogSkip struct{ in, lab int64 }

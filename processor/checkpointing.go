@@ -32,6 +32,18 @@ import (
 // (written first, so newer values of the same keys win), and nothing reached
 // Badger. A store error is fatal.
 
+// checkpointState is the worker's side of its checkpoints.
+type checkpointState struct {
+	sinceCkpt   int             // records since the last snapshot
+	lastCkpt    time.Time       // when it was taken
+	ckptBusy    bool            // a checkpoint is in flight (at most one per partition)
+	ckptDone    chan ckptResult // its outcome, read by the worker
+	carry       *snapshot       // the changes of an abandoned checkpoint, written by the next one
+	ckptSeq     uint64          // sequence number of the last checkpoint (the changelog's markers)
+	tombstones  []string        // erased keys whose empty bundle a completed checkpoint wrote: tombstoned next
+	lastUpdated *slot           // the learner updated last (its kernel weights go with the snapshot)
+}
+
 // snapshot is one partition checkpoint ready to commit.
 type snapshot struct {
 	cp         checkpoint.Checkpoint

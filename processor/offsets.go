@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
@@ -20,6 +21,18 @@ import (
 //
 // A position that leaves the log while it is read comes back from the
 // reader as kafkaio.ErrOutOfRange and is decided the same way (read.go).
+
+// position is where the worker reads and emits from, and how the group's
+// committed offsets relate to it.
+type position struct {
+	nextIn, nextLab   int64 // next offsets to read (kafkaio.Start/End before the first record)
+	groupIn, groupLab int64 // the group's committed offsets at assignment
+	groupBehind       bool  // they lag the restored checkpoint: the next checkpoint commits even with no change
+	emitFrom          int64 // input records below it are replayed without emitting
+	restored          bool  // the replay up to emitFrom is done (markRestored)
+	// posIn and posLab mirror nextIn and nextLab for the probe goroutine.
+	posIn, posLab atomic.Int64
+}
 
 // lagInterval is how often the probe asks for the log range.
 const lagInterval = time.Second

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/segmentio/kafka-go"
 
@@ -19,7 +17,12 @@ import (
 )
 
 // worker processes one input partition (and its co-partition of the labels
-// topic) in offset order. Everything it owns is single-goroutine.
+// topic) in offset order. Everything it owns is single-goroutine, but for
+// what the probe goroutine reads (position) and the checkpoint goroutine's
+// outcome channel. Its state is grouped by the file that owns it:
+// position (offsets.go), output (send.go), checkpointState
+// (checkpointing.go), restoreState (changelog.go), published (tally.go),
+// failure (startup.go).
 type worker struct {
 	p     *Processor
 	cfg   *Config
@@ -30,46 +33,23 @@ type worker struct {
 	cache *learnerCache
 	pend  *pendingMap
 	dec   *wire.Decoder
-	em    *emitter
+	idle  *idleIndex      // last-record times when KeyTTL is set (idle.go), else nil
+	hard  context.Context // cancelled a bounded time after the worker's context
 
-	nextIn, nextLab   int64 // next offsets to read (kafkaio.Start/End before the first record)
-	groupIn, groupLab int64 // the group's committed offsets at assignment
-	groupBehind       bool  // they lag the restored checkpoint: the next checkpoint commits even with no change
-	emitFrom          int64 // input records below it are replayed without emitting
-	watermark         int64 // largest event time seen (ms)
-	seq               uint64
-	outSlab           slab // the values of predictions (send.go)
-	sinceCkpt         int
-	lastCkpt          time.Time
-	lag               int64           // last lag published to the counters
-	tally             tally           // per-record counts not yet published (tally.go)
-	ckptBusy          bool            // a checkpoint is in flight (at most one per partition)
-	ckptDone          chan ckptResult // its outcome, read by the worker
-	carry             *snapshot       // the changes of an abandoned checkpoint, written by the next one
-	lastUpdated       *slot
-	restored          bool
-	ckptSeq           uint64                   // sequence number of the last checkpoint (the changelog's markers)
-	skip              map[string]changelogSkip // keys whose restored state is ahead of the resume offsets
-	idle              *idleIndex               // last-record times when KeyTTL is set (idle.go), else nil
-	tombstones        []string                 // erased keys whose empty bundle a completed checkpoint wrote: tombstoned next
-	warm              map[string][]byte        // learners the changelog restore read, for the cache (warm.go)
-	restoredMeta      []byte                   // the meta of the changelog's last marker, when restored from it
-	lagGauge          prometheus.Gauge
-	onDiskGauge       prometheus.Gauge
-	hard              context.Context // cancelled a bounded time after the worker's context
-	lost              bool            // an output was given up: no checkpoint may pass it
+	watermark int64 // largest event time seen (ms; guard.go says how it moves)
+	partIDs   []int // 0..n-1 of the input topic, for the partitioner check (guard.go)
 
-	out     kafkaio.Record   // the output being handed to the emitter
-	hdrs    []kafkaio.Header // its propagated headers
+	position
+	output
+	checkpointState
+	restoreState
+	published
+	failure
+
+	// Scratch of the record in hand (handle.go), and the rate of warnings.
 	kbuf    []byte
 	scores  []scored
 	logGate map[string]time.Time
-
-	quarantine map[string]error // keys whose stored learner is corrupt (quarantine.go)
-	failedErr  error            // the non-retriable error that stopped the partition (fail)
-	// posIn and posLab mirror nextIn and nextLab for the probe goroutine (offsets.go).
-	posIn, posLab atomic.Int64
-	partIDs       []int // 0..n-1 of the input topic, for the partitioner check (guard.go)
 }
 
 type scored struct {

@@ -14,6 +14,16 @@ import (
 // The worker's output path: predictions and dead letters handed to the
 // partition's emitter in sequence.
 
+// output is the worker's side of the output path.
+type output struct {
+	em      *emitter
+	seq     uint64           // outputs handed to the emitter
+	outSlab slab             // the values of predictions
+	out     kafkaio.Record   // the output being handed to the emitter
+	hdrs    []kafkaio.Header // its propagated headers
+	lost    bool             // an output was given up: no checkpoint may pass it
+}
+
 // send produces a prediction to the output topic.
 func (w *worker) send(ctx context.Context, in *kafkaio.Record, out *wire.Prediction) error {
 	value := w.outSlab.take(wire.AppendPrediction(w.outSlab.tail(), out))

@@ -169,6 +169,12 @@ func (p *Processor) checkSpec(store *checkpoint.Store, parts int) error {
 // stopped on a non-retriable error.
 var errEmitterStopped = errors.New("processor: emitter stopped")
 
+// failure is what stopped the partition, or keys of it.
+type failure struct {
+	quarantine map[string]error // keys whose stored learner is corrupt (quarantine.go)
+	failedErr  error            // the non-retriable error that stopped the partition (fail)
+}
+
 // fail stops the partition for a non-retriable error: it is logged with the
 // topic and cause, counted (failed_partitions_total), and the processor is
 // not ready until the partition is reassigned or the process restarts. The

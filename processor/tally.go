@@ -1,6 +1,10 @@
 package processor
 
-import "github.com/kernelstream/kernelstream/internal/wire"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kernelstream/kernelstream/internal/wire"
+)
 
 // tally holds the counts a worker makes per record until publish adds them
 // to the process counters (counters: atomics that every partition's worker,
@@ -23,6 +27,14 @@ type tally struct {
 	pending     int64 // net change of the pending entries
 	lag         int64 // the partition's lag as last seen; worker.lag is the published one
 	n           int   // records handled since the last publish
+}
+
+// published is the worker's side of the process counters and its gauges.
+type published struct {
+	tally       tally // per-record counts not yet published
+	lag         int64 // last lag published to the counters
+	lagGauge    prometheus.Gauge
+	onDiskGauge prometheus.Gauge
 }
 
 // publishEvery is how many records a busy worker handles between publishes.
