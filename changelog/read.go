@@ -9,13 +9,15 @@ import (
 )
 
 // State is what a changelog partition holds: the newest bundle of every key
-// that has one (deleted keys absent) and the last marker.
+// that has one and the newest value of every pending entry (deleted ones
+// absent), and the last marker.
 type State struct {
 	Bundles map[string]*Bundle
-	Marker  *Marker // nil: no checkpoint ever completed
-	Records int     // records read
-	Bytes   int64   // their value bytes
-	Next    int64   // offset of the next record to read
+	Pending map[string][]byte // pending entries by their key
+	Marker  *Marker           // nil: no checkpoint ever completed
+	Records int               // records read
+	Bytes   int64             // their value bytes
+	Next    int64             // offset of the next record to read
 }
 
 // Source is where the changelog lives: the cluster (reads are
@@ -107,7 +109,7 @@ func (s Source) Read(ctx context.Context, partition int) (*State, error) {
 }
 
 // NewState returns an empty State (no record read yet).
-func NewState() *State { return &State{Bundles: map[string]*Bundle{}} }
+func NewState() *State { return &State{Bundles: map[string]*Bundle{}, Pending: map[string][]byte{}} }
 
 // ReadFrom applies the records of partition from st.Next (its log start
 // when st.Next is below it) to the partition's end: a state kept by a
@@ -139,6 +141,10 @@ func (st *State) Apply(m *kafkaio.Record) error {
 		st.Marker = d.Marker
 	case d.Bundle != nil:
 		st.Bundles[string(d.Routing)] = d.Bundle
+	case d.Pending != nil:
+		st.Pending[string(d.PendingKey)] = d.Pending.Value
+	case d.PendingKey != nil:
+		delete(st.Pending, string(d.PendingKey))
 	default:
 		delete(st.Bundles, string(d.Routing))
 	}

@@ -33,10 +33,12 @@ import (
 	"hash/crc32"
 )
 
-// Record keys: a kind byte, then (bundles) the routing key.
+// Record keys: a kind byte, then the routing key (bundles) or the pending
+// entry's key (pending entries).
 const (
-	kindBundle = 'K'
-	kindMarker = 'M'
+	kindBundle  = 'K'
+	kindMarker  = 'M'
+	kindPending = 'P'
 )
 
 // Value frame: magic, version, kind, payload, CRC-32C of all before it.
@@ -98,6 +100,19 @@ func AppendBundleKey(dst, routing []byte) []byte {
 	return append(append(dst, kindBundle), routing...)
 }
 
+// PendingKey is the record key of a pending-label entry (the processor's
+// composite key of the entry).
+func PendingKey(entry []byte) []byte { return append([]byte{kindPending}, entry...) }
+
+// EncodePending appends a pending entry's record value (its stored
+// encoding, framed) to dst.
+func EncodePending(dst, value []byte) []byte {
+	start := len(dst)
+	dst = append(dst, magic0, magic1, codecVersion, kindPending)
+	dst = appendBytes(dst, value)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
 // MarkerKey is the record key of a partition's markers.
 func MarkerKey() []byte { return []byte{kindMarker} }
 
@@ -143,13 +158,15 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
-// Decoded is one decoded record: exactly one of Bundle and Marker is set,
-// or neither for a tombstone (a deleted key). Routing is the bundle's
-// routing key.
+// Decoded is one decoded record: exactly one of Bundle, Marker and
+// Pending is set, or none for a tombstone (a deleted key or entry).
+// Routing is the bundle's routing key; PendingKey the entry's key.
 type Decoded struct {
-	Routing []byte
-	Bundle  *Bundle
-	Marker  *Marker
+	Routing    []byte
+	PendingKey []byte
+	Bundle     *Bundle
+	Marker     *Marker
+	Pending    *Entry
 }
 
 // Decode decodes a record (key, value); its slices alias neither argument.
@@ -189,6 +206,21 @@ func Decode(key, value []byte) (Decoded, error) {
 			return Decoded{}, err
 		}
 		d.Bundle = b
+		return d, nil
+	case kindPending:
+		d := Decoded{PendingKey: append([]byte(nil), key[1:]...)}
+		if value == nil {
+			return d, nil // tombstone: the entry was labelled, expired or erased
+		}
+		r, err := frame(value, kindPending)
+		if err != nil {
+			return Decoded{}, err
+		}
+		e := &Entry{Key: d.PendingKey, Value: r.bytes()}
+		if err := r.done(); err != nil {
+			return Decoded{}, err
+		}
+		d.Pending = e
 		return d, nil
 	case kindMarker:
 		if len(key) != 1 {

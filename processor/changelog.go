@@ -2,6 +2,7 @@ package processor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -126,7 +127,7 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		if !hasLocal {
 			return nil // no checkpoint anywhere: a fresh partition
 		}
-		return w.bootstrapChangelog(ctx, local)
+		return w.bootstrapChangelog(ctx)
 	}
 	if err := w.applyChangelog(st); err != nil {
 		return err
@@ -138,6 +139,42 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 	w.log.Info().Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).Bool("local_state", hasLocal).Bool("standby", warm != nil).
 		Int("keys", len(st.Bundles)).Int("records", read).Int64("bytes", st.Bytes).Int("ahead", len(w.skip)).
 		Dur("took", time.Since(start)).Msg("partition state restored from the changelog")
+	return nil
+}
+
+// txnID is the transactional id of partition part's checkpoints: one per
+// group, input topic and partition, so that whichever member holds the
+// partition fences every former holder.
+func (p *Processor) txnID(part int) string {
+	return fmt.Sprintf("kernelstream.%s.%s.%d", p.cfg.Group, p.cfg.InputTopic, part)
+}
+
+// openTxn makes the partition's transactional producer and fences the
+// partition's former owners: their open transaction is aborted and nothing
+// they send after lands. It retries while Kafka is unavailable; a refusal
+// (authorization) fails the partition.
+func (w *worker) openTxn(ctx context.Context) error {
+	txn, err := w.kio.Transactional(w.p.txnID(w.part))
+	if err != nil {
+		w.fail(err)
+		return err
+	}
+	err = retry(ctx, w.log, "fence the partition's former owners", w.cfg.RetryBackoffMax, func() error {
+		err := txn.Init(ctx)
+		if err != nil && !kafkaio.IsRetriable(err) && ctx.Err() == nil {
+			w.fail(fmt.Errorf("transactional producer of the checkpoints: %w", err))
+			return nil
+		}
+		return err
+	})
+	if err == nil && w.failedErr != nil {
+		err = w.failedErr
+	}
+	if err != nil {
+		txn.Close()
+		return err
+	}
+	w.txn = txn
 	return nil
 }
 
@@ -185,12 +222,19 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 	cp := checkpoint.Checkpoint{}
 	w.skip = nil
 	warm := make(map[string][]byte, len(st.Bundles))
+	for k, v := range st.Pending {
+		cp.Pending = append(cp.Pending, checkpoint.Op{Key: []byte(k), Value: v})
+	}
 	for k, b := range st.Bundles {
 		if b.Learner != nil {
 			warm[k] = b.Learner
 		}
 		for _, e := range b.Pending {
 			cp.Pending = append(cp.Pending, checkpoint.Op{Key: e.Key, Value: e.Value})
+			// Written before pending entries were records of their own:
+			// the next checkpoint writes the partition anew, so that no
+			// entry lives only in a bundle a newer one replaces.
+			w.rebuildChangelog = true
 		}
 		if b.HasLastRecord && w.cfg.KeyTTL > 0 {
 			cp.Idle = append(cp.Idle, checkpoint.Op{Key: []byte(k), Value: encodeIdle(b.LastRecord)})
@@ -217,11 +261,14 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 	return nil
 }
 
-// bootstrapChangelog writes every key Badger holds for the partition, then
-// a marker, so that the changelog alone can restore it.
-func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
-	meta, _, err := w.store.Meta(w.part)
-	if err != nil {
+// bootstrapChangelog writes every key Badger holds for the partition, its
+// pending entries and a marker with Badger's meta, in one transaction, so
+// that the changelog alone can restore it (the changelog was just enabled,
+// recreated, or written by a version that kept pending entries in
+// bundles).
+func (w *worker) bootstrapChangelog(ctx context.Context) error {
+	meta, ok, err := w.store.Meta(w.part)
+	if err != nil || !ok {
 		return err
 	}
 	probe, err := w.metaProbe(meta)
@@ -232,7 +279,7 @@ func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
 	bundle := func(k string) *changelog.Bundle {
 		b, ok := bundles[k]
 		if !ok {
-			b = &changelog.Bundle{Seq: seq, NextIn: probe.nextIn, NextLab: probe.nextLab}
+			b = &changelog.Bundle{Seq: probe.ckptSeq, NextIn: probe.nextIn, NextLab: probe.nextLab}
 			bundles[k] = b
 		}
 		return b
@@ -244,9 +291,9 @@ func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return err
 	}
+	var pending []checkpoint.Op
 	err = w.store.EachPending(w.part, func(k, v []byte) error {
-		b := bundle(string(routingOf(k)))
-		b.Pending = append(b.Pending, changelog.Entry{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
+		pending = append(pending, checkpoint.Op{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
 		return nil
 	})
 	if err != nil {
@@ -269,8 +316,9 @@ func (w *worker) bootstrapChangelog(ctx context.Context, seq uint64) error {
 		list = append(list, keyBundle{key: []byte(k), b: *b})
 	}
 	slices.SortFunc(list, func(a, b keyBundle) int { return bytes.Compare(a.key, b.key) })
-	msgs := w.changelogMessages(list, &changelog.Marker{Seq: seq, Meta: meta})
-	w.log.Info().Int("keys", len(bundles)).Uint64("seq", seq).Msg("changelog lacks this partition's state: writing it from the local store")
+	msgs := w.changelogMessages(list, pending, nil, &changelog.Marker{Seq: probe.ckptSeq, Meta: meta})
+	w.log.Info().Int("keys", len(bundles)).Int("pending", len(pending)).Uint64("seq", probe.ckptSeq).
+		Msg("writing the partition's whole state from the local store to the changelog")
 	return w.writeChangelog(ctx, msgs)
 }
 
@@ -283,22 +331,21 @@ func routingOf(pendingKey []byte) []byte {
 	return pendingKey[w : w+int(n)]
 }
 
-// snapshotChangelog builds the changelog records of a snapshot: a bundle
-// for every routing key whose learner or pending entries it changes (the
-// key's whole current state), in key order, then the marker. It runs on the
-// worker goroutine, like takeSnapshot.
+// snapshotChangelog builds the changelog records of a snapshot, written in
+// one transaction: a bundle for every routing key whose learner or idle
+// time it changes (the key's learner as of the snapshot), a tombstone for
+// every key it erases, a record (or a tombstone) for every pending entry it
+// adds or removes, in key order, then the marker. It runs on the worker
+// goroutine, like takeSnapshot.
 //
 // A snapshot of a stream with many keys holds a bundle per record, so the
 // keys are sorted once in a slice (no map per key) and the records' keys and
 // values are cut from one buffer (BenchmarkSnapshotChangelog).
 func (w *worker) snapshotChangelog(snap *snapshot) ([]kafkaio.Record, error) {
 	cp := &snap.cp
-	touched := make([]touchedKey, 0, len(cp.Learners)+len(cp.Pending)+len(cp.Idle))
+	touched := make([]touchedKey, 0, len(cp.Learners)+len(cp.Idle))
 	for i, o := range cp.Learners {
 		touched = append(touched, touchedKey{key: o.Key, learner: o.Value, op: i + 1})
-	}
-	for _, o := range cp.Pending {
-		touched = append(touched, touchedKey{key: routingOf(o.Key)})
 	}
 	for _, o := range cp.Idle {
 		touched = append(touched, touchedKey{key: o.Key})
@@ -312,6 +359,7 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafkaio.Record, error) {
 		return a.op - b.op
 	})
 	bundles := make([]keyBundle, 0, len(touched))
+	var erased [][]byte
 	for i, t := range touched {
 		if i+1 < len(touched) && bytes.Equal(touched[i+1].key, t.key) {
 			continue // a later operation of the same key follows
@@ -327,42 +375,22 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafkaio.Record, error) {
 		if w.idle != nil {
 			kb.b.LastRecord, kb.b.HasLastRecord = w.idle.last(string(t.key))
 		}
+		if kb.b.Empty() {
+			erased = append(erased, t.key) // the transaction makes the tombstone safe at once
+			continue
+		}
 		bundles = append(bundles, kb)
 	}
-	find := func(key []byte) *keyBundle {
-		i, ok := slices.BinarySearchFunc(bundles, key, func(kb keyBundle, k []byte) int { return bytes.Compare(kb.key, k) })
-		if !ok {
-			return nil
-		}
-		return &bundles[i]
+	pending := cp.Pending
+	if len(pending) > 1 {
+		pending = slices.Clone(pending)
+		slices.SortStableFunc(pending, func(a, b checkpoint.Op) int { return bytes.Compare(a.Key, b.Key) })
 	}
-	if len(bundles) > 0 {
-		for _, e := range w.pend.m {
-			if kb := find(routingOf([]byte(e.key))); kb != nil {
-				kb.b.Pending = append(kb.b.Pending, changelog.Entry{Key: []byte(e.key), Value: encodePending(e)})
-			}
-		}
+	for _, k := range w.tombstones { // empty bundles a restore found (written before transactions)
+		erased = append(erased, []byte(k))
 	}
-	var erased []string
-	for i := range bundles {
-		if bundles[i].b.Empty() {
-			erased = append(erased, string(bundles[i].key))
-		}
-	}
-	msgs := w.changelogMessages(bundles, &changelog.Marker{Seq: w.ckptSeq, Meta: cp.Meta})
-	// The empty bundles of keys erased by an earlier, completed checkpoint
-	// become tombstones now, so that compaction removes the key itself;
-	// a key written again since keeps its new bundle.
-	var tomb []kafkaio.Record
-	for _, k := range w.tombstones {
-		if find([]byte(k)) == nil {
-			tomb = append(tomb, kafkaio.Record{Topic: w.cfg.Changelog.Topic, Partition: int32(w.part), Key: changelog.BundleKey([]byte(k))})
-			snap.tombstoned = append(snap.tombstoned, k)
-		}
-	}
-	w.tombstones = nil
-	snap.erased = erased
-	return append(tomb, msgs...), nil
+	snap.tombstoned, w.tombstones = w.tombstones, nil
+	return w.changelogMessages(bundles, pending, erased, &changelog.Marker{Seq: w.ckptSeq, Meta: cp.Meta}), nil
 }
 
 // touchedKey is a routing key a snapshot changes; op is the position + 1 of
@@ -380,65 +408,116 @@ type keyBundle struct {
 	b   changelog.Bundle
 }
 
-// changelogMessages encodes bundles (sorted by key; pending entries are
-// put in key order here: the same state gives the same bytes) and the
-// marker, last. The records' keys and values share one buffer.
-func (w *worker) changelogMessages(bundles []keyBundle, m *changelog.Marker) []kafkaio.Record {
+// changelogMessages encodes the tombstones of the erased keys, the bundles
+// (sorted by key), the pending entries (sorted by key; a nil value is a
+// tombstone: the entry was labelled, expired or erased) and the marker,
+// last. The records' keys and values share one buffer.
+func (w *worker) changelogMessages(bundles []keyBundle, pending []checkpoint.Op, erased [][]byte, m *changelog.Marker) []kafkaio.Record {
 	size := 0
 	for i := range bundles {
-		kb := &bundles[i]
-		size += 1 + len(kb.key) + len(kb.b.Learner) + 64 // record key, learner, bundle header and checksum
-		for _, e := range kb.b.Pending {
-			size += len(e.Key) + len(e.Value) + 2*binary.MaxVarintLen64
-		}
+		size += 1 + len(bundles[i].key) + len(bundles[i].b.Learner) + 64 // record key, learner, bundle header and checksum
+	}
+	for _, o := range pending {
+		size += 1 + len(o.Key) + len(o.Value) + 16
+	}
+	for _, k := range erased {
+		size += 1 + len(k)
 	}
 	buf := make([]byte, 0, size)
 	cut := func(start int) []byte { return buf[start:len(buf):len(buf)] }
-	msgs := make([]kafkaio.Record, 0, len(bundles)+1)
+	topic, part := w.cfg.Changelog.Topic, int32(w.part)
+	msgs := make([]kafkaio.Record, 0, len(erased)+len(bundles)+len(pending)+1)
+	for _, k := range erased {
+		start := len(buf)
+		buf = changelog.AppendBundleKey(buf, k)
+		msgs = append(msgs, kafkaio.Record{Topic: topic, Partition: part, Key: cut(start)})
+	}
 	for i := range bundles {
 		kb := &bundles[i]
-		if len(kb.b.Pending) > 1 {
-			slices.SortFunc(kb.b.Pending, func(a, b changelog.Entry) int { return bytes.Compare(a.Key, b.Key) })
-		}
 		start := len(buf)
 		buf = changelog.AppendBundleKey(buf, kb.key)
 		key := cut(start)
 		start = len(buf)
 		buf = changelog.EncodeBundle(buf, &kb.b)
-		msgs = append(msgs, kafkaio.Record{Topic: w.cfg.Changelog.Topic, Partition: int32(w.part), Key: key, Value: cut(start)})
+		msgs = append(msgs, kafkaio.Record{Topic: topic, Partition: part, Key: key, Value: cut(start)})
 	}
-	return append(msgs, kafkaio.Record{Topic: w.cfg.Changelog.Topic, Partition: int32(w.part),
-		Key: changelog.MarkerKey(), Value: changelog.EncodeMarker(nil, m)})
+	for _, o := range pending {
+		start := len(buf)
+		buf = append(append(buf, changelog.PendingKey(nil)...), o.Key...)
+		key := cut(start)
+		var value []byte
+		if o.Value != nil {
+			start = len(buf)
+			buf = changelog.EncodePending(buf, o.Value)
+			value = cut(start)
+		}
+		msgs = append(msgs, kafkaio.Record{Topic: topic, Partition: part, Key: key, Value: value})
+	}
+	return append(msgs, kafkaio.Record{Topic: topic, Partition: part, Key: changelog.MarkerKey(), Value: changelog.EncodeMarker(nil, m)})
 }
 
-// errChangelogTooBig: a key's state exceeds the changelog's record limit.
-var errChangelogTooBig = errors.New("changelog record above changelog.max_message_bytes")
+// errChangelogTooBig: a key's learner exceeds the changelog topic's record
+// limit.
+var errChangelogTooBig = errors.New("changelog record above the topic's max.message.bytes")
 
-// writeChangelog writes the bundles, acknowledged by all in-sync replicas,
-// and only then the marker, so that a marker is never in Kafka without the
-// bundles of its checkpoint.
+// writeChangelog writes a checkpoint's changelog records in one
+// transaction of the partition's transactional producer: a restore sees
+// all of them or none, and nothing a fenced former owner writes is ever
+// seen. It fails with kafkaio.ErrFenced (the partition has another owner),
+// kafkaio.ErrRecreated (the topic was recreated: the partition is to be
+// written anew), errChangelogTooBig, or another produce error (retriable
+// or not: kafkaio.IsRetriable).
 func (w *worker) writeChangelog(ctx context.Context, msgs []kafkaio.Record) error {
-	limit := w.cfg.Changelog.MaxMessageBytes
+	limit := w.p.changelogLimit
 	var n int64
 	for _, m := range msgs {
-		if len(m.Key)+len(m.Value) > limit {
-			return fmt.Errorf("%w: key %q of partition %d needs %d bytes, the limit is %d", errChangelogTooBig, m.Key[1:], w.part, len(m.Key)+len(m.Value), limit)
+		if size := len(m.Key) + len(m.Value) + recordOverhead; size > limit {
+			return fmt.Errorf("%w: key %q of partition %d needs %d bytes, the limit is %d", errChangelogTooBig, m.Key[1:], w.part, size, limit)
 		}
 		n += int64(len(m.Value))
 	}
-	last := len(msgs) - 1
-	if last > 0 {
-		if err := produceAll(ctx, w.kio, msgs[:last]); err != nil {
-			return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
+	if err := w.txn.Begin(); err != nil {
+		return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
+	}
+	var mu sync.Mutex
+	var failed error
+	done := func(_ *kafkaio.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			failed = cmp.Or(failed, err)
+			mu.Unlock()
 		}
 	}
-	if err := produceAll(ctx, w.kio, msgs[last:]); err != nil {
-		return fmt.Errorf("changelog %s/%d: marker: %w", w.cfg.Changelog.Topic, w.part, err)
+	for i := range msgs {
+		w.txn.Produce(ctx, &msgs[i], done)
+	}
+	err := w.txn.Commit(ctx)
+	mu.Lock()
+	if err != nil && failed != nil && !errors.Is(err, kafkaio.ErrFenced) && !errors.Is(err, kafkaio.ErrRecreated) {
+		err = fmt.Errorf("%w (a record: %w)", err, failed)
+	}
+	mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
+	}
+	if last := msgs[len(msgs)-1].Offset; last < w.markerOffset {
+		// The marker landed below the last one: the topic was recreated
+		// between two transactions. What this one wrote is there; the
+		// rest of the state is not.
+		w.markerOffset = -1
+		return fmt.Errorf("changelog %s/%d: marker at offset %d below the previous one: %w", w.cfg.Changelog.Topic, w.part, last, kafkaio.ErrRecreated)
+	} else {
+		w.markerOffset = last
 	}
 	w.p.c.changelogRecords.Add(int64(len(msgs)))
 	w.p.c.changelogBytes.Add(n)
 	return nil
 }
+
+// recordOverhead is what a record costs in a batch beyond its key and
+// value (length, attributes, deltas, header count): the changelog topic's
+// limit bounds the batch, and a batch holds at least one record.
+const recordOverhead = 128
 
 // skipped reports whether msg belongs to a key whose restored state already
 // contains it (the key's bundle was newer than the marker resumed from).

@@ -42,6 +42,11 @@ type checkpointState struct {
 	ckptSeq     uint64          // sequence number of the last checkpoint (the changelog's markers)
 	tombstones  []string        // erased keys whose empty bundle a completed checkpoint wrote: tombstoned next
 	lastUpdated *slot           // the learner updated last (its kernel weights go with the snapshot)
+
+	txn              kafkaio.Txn // the partition's transactional producer (changelog, exactly-once outputs)
+	rebuildChangelog bool        // the next checkpoint writes the partition's whole state to the changelog
+	markerOffset     int64       // offset of the last marker written (checkpoint goroutine only)
+	ckptEp           *episode    // checkpoints abandoned for a Kafka outage, logged once per episode
 }
 
 // snapshot is one partition checkpoint ready to commit.
@@ -52,10 +57,12 @@ type snapshot struct {
 	fresh      int       // learners in it that were never stored
 	kernelW    []float64 // kernel weights of the last updated learner, if exposed
 	abandoned  bool
-	changelog  []kafkaio.Record // bundles and marker, written before Badger
+	changelog  []kafkaio.Record // its changelog records, one transaction written before Badger
 	warm       []checkpoint.Op  // restored learners it moves into Badger (warm.go), written before cp
-	erased     []string         // erased keys of the changelog records: tombstoned by the next checkpoint
-	tombstoned []string         // keys it tombstones (again candidates if it is abandoned)
+	tombstoned []string         // keys of empty bundles a restore found that it tombstones (again candidates if it is abandoned)
+	rebuild    bool             // write the whole partition to the changelog, from Badger, after the Badger commit
+	recreated  bool             // the changelog was found recreated: the next one rebuilds
+	behind     bool             // the rebuild failed after the Badger commit: the next one rebuilds again
 }
 
 type ckptResult struct {
@@ -110,12 +117,15 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 		snap.cp.Idle = w.idle.ops()
 	}
 	if c := w.carry; c != nil {
-		snap.cp.Learners = append(c.cp.Learners, snap.cp.Learners...)
-		snap.cp.Pending = append(c.cp.Pending, snap.cp.Pending...)
-		snap.cp.Idle = append(c.cp.Idle, snap.cp.Idle...)
+		// The newer operation of a key replaces the carried one: however
+		// many checkpoints are abandoned, a key is in the next one once.
+		snap.cp.Learners = mergeOps(c.cp.Learners, snap.cp.Learners)
+		snap.cp.Pending = mergeOps(c.cp.Pending, snap.cp.Pending)
+		snap.cp.Idle = mergeOps(c.cp.Idle, snap.cp.Idle)
 		snap.fresh += c.fresh
 		w.carry = nil
 	}
+	snap.rebuild = w.rebuildChangelog
 	if w.lost {
 		snap.seq = ^uint64(0) // never acknowledged: this snapshot can only be abandoned
 	}
@@ -149,8 +159,35 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 	return snap, nil
 }
 
-// errAbandoned marks a checkpoint whose outputs were not acknowledged.
-var errAbandoned = errors.New("checkpoint abandoned: outputs not acknowledged")
+// mergeOps returns the carried operations of keys fresh does not change,
+// then fresh.
+func mergeOps(carried, fresh []checkpoint.Op) []checkpoint.Op {
+	if len(carried) == 0 {
+		return fresh
+	}
+	newer := make(map[string]struct{}, len(fresh))
+	for _, o := range fresh {
+		newer[string(o.Key)] = struct{}{}
+	}
+	out := make([]checkpoint.Op, 0, len(carried)+len(fresh))
+	for _, o := range carried {
+		if _, ok := newer[string(o.Key)]; !ok {
+			out = append(out, o)
+		}
+	}
+	return append(out, fresh...)
+}
+
+// errAbandoned marks a checkpoint that could not be written for now (its
+// outputs not acknowledged, Kafka unavailable): its changes go into the
+// next one.
+var errAbandoned = errors.New("checkpoint abandoned")
+
+// errPartitionFailed marks a checkpoint that cannot be written by this
+// member however often it tries (it was fenced by the partition's new
+// owner, a learner exceeds the changelog's record limit, writes are
+// refused): the partition stops, loudly.
+var errPartitionFailed = errors.New("partition cannot checkpoint")
 
 // commitSnapshot runs the protocol; it touches only the snapshot, the
 // emitter, the store and the generation (all safe from this goroutine).
@@ -161,24 +198,56 @@ func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap
 	if err := w.em.waitAcked(ctx, snap.seq); err != nil {
 		return fmt.Errorf("%w: %w", errAbandoned, err)
 	}
-	if snap.changelog != nil {
-		if err := w.writeChangelog(ctx, snap.changelog); err != nil {
-			if errors.Is(err, errChangelogTooBig) {
-				return fmt.Errorf("%w: %w", errStoreFailed, err)
-			}
-			return fmt.Errorf("%w: %w", errAbandoned, err)
+	if snap.changelog != nil && snap.rebuild {
+		// The changelog lacks the partition (recreated, or written in the
+		// old layout): Badger first, then the whole state from it, in one
+		// transaction. Failing that, Badger stands and the next checkpoint
+		// rebuilds again.
+		if err := w.storeSnapshot(snap); err != nil {
+			return fmt.Errorf("%w: %w", errStoreFailed, err)
 		}
-		if h := TestHookAfterChangelog; h != nil {
+		if err := w.bootstrapChangelog(ctx); err != nil {
+			snap.behind = true
+			if err := w.changelogFailed(snap, err); errors.Is(err, errPartitionFailed) {
+				return err
+			}
+		} else if h := TestHookAfterChangelog; h != nil {
 			h(w.part)
 		}
-	}
-	if err := w.storeSnapshot(snap); err != nil {
-		return fmt.Errorf("%w: %w", errStoreFailed, err)
+	} else {
+		if snap.changelog != nil {
+			if err := w.writeChangelog(ctx, snap.changelog); err != nil {
+				return w.changelogFailed(snap, err)
+			}
+			if h := TestHookAfterChangelog; h != nil {
+				h(w.part)
+			}
+		}
+		if err := w.storeSnapshot(snap); err != nil {
+			return fmt.Errorf("%w: %w", errStoreFailed, err)
+		}
 	}
 	if err := gen.CommitOffsets(snap.offsets); err != nil {
 		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
 	}
 	return nil
+}
+
+// changelogFailed classifies a failed changelog write: the partition stops
+// (errPartitionFailed) when writing it again cannot help, else the
+// checkpoint is abandoned and carried (errAbandoned); a recreated topic
+// makes the next checkpoint write the partition anew.
+func (w *worker) changelogFailed(snap *snapshot, err error) error {
+	switch {
+	case errors.Is(err, kafkaio.ErrFenced):
+		return fmt.Errorf("%w: this member lost the partition to another (its checkpoints are fenced): %w", errPartitionFailed, err)
+	case errors.Is(err, kafkaio.ErrRecreated):
+		snap.recreated = true
+		return fmt.Errorf("%w: %w", errAbandoned, err)
+	case errors.Is(err, errChangelogTooBig), !kafkaio.IsRetriable(err):
+		return fmt.Errorf("%w: %w", errPartitionFailed, err)
+	}
+	return fmt.Errorf("%w: %w", errAbandoned, err)
 }
 
 // storeSnapshot writes snap into Badger: the restored learners it moves
@@ -227,9 +296,19 @@ func (w *worker) awaitCheckpoint(ctx context.Context) error {
 // complete applies a checkpoint's outcome on the worker goroutine.
 func (w *worker) complete(res ckptResult) error {
 	w.ckptBusy = false
+	if res.snap.recreated || res.snap.behind {
+		if !w.rebuildChangelog {
+			w.log.Warn().Err(res.err).Msg("the changelog lacks this partition's state (the topic was recreated?): the next checkpoint writes all of it")
+		}
+		w.rebuildChangelog = true
+	} else if res.err == nil && res.snap.rebuild {
+		w.rebuildChangelog = false
+	}
 	switch {
 	case res.err == nil:
-		w.tombstones = append(w.tombstones, res.snap.erased...)
+		if w.ckptEp != nil {
+			w.ckptEp.ok()
+		}
 		w.cache.committed(res.snap.fresh)
 		w.p.c.checkpoints.Add(1)
 		w.onDiskGauge.Set(float64(w.cache.onDisk))
@@ -240,11 +319,18 @@ func (w *worker) complete(res ckptResult) error {
 		return nil
 	case errors.Is(res.err, errStoreFailed):
 		return res.err
+	case errors.Is(res.err, errPartitionFailed):
+		w.fail(res.err)
+		return nil
 	}
 	w.cache.abandoned()
 	w.tombstones = append(w.tombstones, res.snap.tombstoned...)
 	w.carry = res.snap
-	w.log.Debug().Err(res.err).Msg("checkpoint abandoned; its changes go into the next one")
+	w.p.c.ckptAbandoned.Add(1)
+	if w.ckptEp == nil {
+		w.ckptEp = newEpisode(w.log, "checkpoint")
+	}
+	w.ckptEp.fail(res.err) // the changes go into the next checkpoint
 	return nil
 }
 

@@ -91,6 +91,17 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		case <-hard.Done():
 		}
 	}()
+	if w.cfg.Changelog.Topic != "" {
+		// Before the restore reads the changelog: the partition's former
+		// owner is fenced and its open transaction aborted by then.
+		if err := w.openTxn(ctx); err != nil {
+			if w.failedErr != nil {
+				<-ctx.Done() // not ready until revoked or stopped
+			}
+			return nil
+		}
+		defer w.txn.Close()
+	}
 	if err := w.restore(groupIn, groupLab); err != nil {
 		return fmt.Errorf("%w: restore partition %d: %w", errStoreFailed, w.part, err)
 	}

@@ -41,7 +41,10 @@ type Processor struct {
 	inParts  int             // the input topic's partition count (start-up checks)
 	admin    *kafka.Client   // metadata and topic configs (start-up checks)
 	kio      kafkaio.Cluster // the record path: reads, produces, offsets
-	events   eventLog        // truncations and offset resets, for /readyz
+	// changelogLimit is the changelog topic's max.message.bytes as the
+	// brokers have it (start-up), the largest record a checkpoint writes.
+	changelogLimit int
+	events         eventLog // truncations and offset resets, for /readyz
 
 	mu       sync.Mutex
 	assigned map[int]bool  // partition -> restored (replay done)
@@ -181,6 +184,9 @@ func (p *Processor) Run(ctx context.Context) error {
 			return nil
 		}
 		return err
+	}
+	if cfg.Changelog.Topic != "" {
+		p.changelogLimit = int(limits(cfg.Changelog.Topic))
 	}
 	kc, err := kafkaio.New(p.kafkaOptions(limits))
 	if err != nil {

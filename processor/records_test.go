@@ -237,20 +237,36 @@ func TestDeleteKeyDuringCheckpoint(t *testing.T) {
 	checkStates(t, replay(t, lmsSpec, ref, DefaultTopK), ts.close())
 }
 
-// TestDeleteKeyChangelog: the checkpoint after a delete writes the key's
-// empty bundle (its state is "nothing" from that checkpoint's offsets on),
-// and the checkpoint after that a tombstone, so compaction removes the key.
+// TestDeleteKeyChangelog: the checkpoint after a delete writes, in its
+// transaction, the tombstone of the key's bundle and of each of its pending
+// entries, so that compaction removes all of it: the erasure waits for no
+// later checkpoint.
 func TestDeleteKeyChangelog(t *testing.T) {
 	t.Parallel()
 	ts := newTester(t, lmsSpec, nil)
 	ts.w.p.cfg.Changelog.Topic = "cl" // after the restore: the tester has no broker to restore from
 	ts.consume(stream(2, 5, 3, 43)...)
+	pendingOf := func(key string) int {
+		n := 0
+		for k := range ts.w.pend.m {
+			if string(routingOf([]byte(k))) == key {
+				n++
+			}
+		}
+		return n
+	}
+	pending := pendingOf("user-0")
+	if pending == 0 {
+		t.Fatal("user-0 has no pending entry: the test would not see their tombstones")
+	}
+	ts.checkpoint() // the key's bundle and pending records are in the changelog
 	ts.consume(testRecord{key: "user-0", value: `{"id":"d","delete":true}`})
 	snap, err := ts.w.takeSnapshot()
 	if err != nil || snap == nil {
 		t.Fatal(snap, err)
 	}
-	var empty, marker bool
+	var bundleTomb, marker bool
+	pendingTombs := 0
 	for _, m := range snap.changelog {
 		d, err := changelog.Decode(m.Key, m.Value)
 		if err != nil {
@@ -260,21 +276,16 @@ func TestDeleteKeyChangelog(t *testing.T) {
 		case d.Marker != nil:
 			marker = true
 		case string(d.Routing) == "user-0":
-			empty = d.Bundle != nil && d.Bundle.Learner == nil && len(d.Bundle.Pending) == 0
+			bundleTomb = d.Bundle == nil
+		case d.PendingKey != nil && string(routingOf(d.PendingKey)) == "user-0":
+			if d.Pending != nil {
+				t.Fatalf("an entry of the erased key is written: %q", d.PendingKey)
+			}
+			pendingTombs++
 		}
 	}
-	if !empty || !marker || len(snap.erased) != 1 {
-		t.Fatalf("first checkpoint: empty bundle %v, marker %v, erased %v", empty, marker, snap.erased)
-	}
-	ts.w.tombstones = snap.erased // the checkpoint completed
-	ts.consume(testRecord{key: "user-1", value: `{"id":"late","x":[1,2,3],"y":1}`})
-	snap, err = ts.w.takeSnapshot()
-	if err != nil || snap == nil {
-		t.Fatal(snap, err)
-	}
-	first := snap.changelog[0]
-	if string(first.Key) != string(changelog.BundleKey([]byte("user-0"))) || first.Value != nil {
-		t.Fatalf("second checkpoint starts with %q=%q, want the tombstone of user-0", first.Key, first.Value)
+	if !bundleTomb || !marker || pendingTombs != pending {
+		t.Fatalf("tombstone of the bundle %v, marker %v, tombstones of pending entries %d of %d", bundleTomb, marker, pendingTombs, pending)
 	}
 }
 

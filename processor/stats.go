@@ -46,6 +46,10 @@ type Stats struct {
 	LearnersOnDisk int64
 	// Checkpoints completed (all partitions).
 	Checkpoints int64
+	// CheckpointsAbandoned counts checkpoints that could not be written
+	// for now (outputs unacknowledged, Kafka unavailable): their changes
+	// went into the next one.
+	CheckpointsAbandoned int64
 	// LossSum and LossCount give the progressive loss (loss of each
 	// prediction on its label, averaged): ProgressiveLoss = LossSum/LossCount.
 	LossSum         float64
@@ -105,13 +109,16 @@ type counters struct {
 	panics      atomic.Int64
 	resets      [numResets]atomic.Int64
 	truncations atomic.Int64
-	failed      atomic.Int64  // partitions stopped by a non-retriable error
-	acked       atomic.Int64  // predictions acknowledged by the brokers
-	lossBits    atomic.Uint64 // float64 sum, CAS-added
-	lossCount   atomic.Int64
-	rewardBits  atomic.Uint64
-	rewards     atomic.Int64
-	store       atomic.Pointer[checkpoint.Store] // open while Run runs (the size gauges read it)
+	// checkpoints abandoned (outputs unacknowledged, Kafka unavailable):
+	// their changes went into the next one
+	ckptAbandoned atomic.Int64
+	failed        atomic.Int64  // partitions stopped by a non-retriable error
+	acked         atomic.Int64  // predictions acknowledged by the brokers
+	lossBits      atomic.Uint64 // float64 sum, CAS-added
+	lossCount     atomic.Int64
+	rewardBits    atomic.Uint64
+	rewards       atomic.Int64
+	store         atomic.Pointer[checkpoint.Store] // open while Run runs (the size gauges read it)
 
 	changelogRecords atomic.Int64 // records written to the changelog
 	changelogBytes   atomic.Int64 // their value bytes
@@ -183,6 +190,7 @@ func (c *counters) snapshot() Stats {
 	s.LearnersInMemory = c.inMemory.Load()
 	s.LearnersOnDisk = c.onDisk.Load()
 	s.Checkpoints = c.checkpoints.Load()
+	s.CheckpointsAbandoned = c.ckptAbandoned.Load()
 	s.Lag = c.lag.Load()
 	s.LossCount = c.lossCount.Load()
 	s.LossSum = math.Float64frombits(c.lossBits.Load())

@@ -9,11 +9,15 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 )
 
 // ReadAll returns every message of topic, partition by partition in offset
-// order, reading each partition up to the high watermark it had when ReadAll
-// looked (so it returns instead of waiting for more).
+// order, reading each partition up to the end it had when ReadAll looked
+// (so it returns instead of waiting for more). It reads as the engine does
+// (read_committed: records of aborted transactions and transaction markers
+// are not messages).
 func ReadAll(ctx context.Context, addrs []string, topic string) ([]kafka.Message, error) {
 	conn, err := kafka.DialContext(ctx, "tcp", addrs[0])
 	if err != nil {
@@ -25,6 +29,11 @@ func ReadAll(ctx context.Context, addrs []string, topic string) ([]kafka.Message
 		return nil, fmt.Errorf("broker: partitions of %s: %w", topic, err)
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].ID < parts[j].ID })
+	kc, err := kafkaio.New(kafkaio.Options{Brokers: addrs, FetchMaxPartitionBytes: 16 << 20})
+	if err != nil {
+		return nil, err
+	}
+	defer kc.Close()
 	out := make([][]kafka.Message, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
@@ -32,7 +41,7 @@ func ReadAll(ctx context.Context, addrs []string, topic string) ([]kafka.Message
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], errs[i] = readPartition(ctx, addrs, topic, p.ID)
+			out[i], errs[i] = readPartition(ctx, kc, topic, int32(p.ID))
 		}()
 	}
 	wg.Wait()
@@ -46,70 +55,96 @@ func ReadAll(ctx context.Context, addrs []string, topic string) ([]kafka.Message
 	return all, nil
 }
 
-func readPartition(ctx context.Context, addrs []string, topic string, partition int) ([]kafka.Message, error) {
-	leader, err := kafka.DialLeader(ctx, "tcp", addrs[0], topic, partition)
-	if err != nil {
-		return nil, fmt.Errorf("broker: dial leader of %s/%d: %w", topic, partition, err)
-	}
-	first, last, err := leader.ReadOffsets()
-	leader.Close()
+func readPartition(ctx context.Context, kc *kafkaio.Client, topic string, partition int32) ([]kafka.Message, error) {
+	rg, err := kc.Offsets(ctx, topic, partition)
 	if err != nil {
 		return nil, fmt.Errorf("broker: offsets of %s/%d: %w", topic, partition, err)
 	}
-	if last <= first {
+	if rg.End <= rg.Start {
 		return nil, nil
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: addrs, Topic: topic, Partition: partition,
-		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond,
-	})
+	r := kc.Read(topic, partition, rg.Start)
 	defer r.Close()
-	if err := r.SetOffset(first); err != nil {
-		return nil, err
-	}
-	msgs := make([]kafka.Message, 0, last-first)
-	for {
-		m, err := r.ReadMessage(ctx)
+	var msgs []kafka.Message
+	for pos := rg.Start; pos < rg.End; {
+		ch, err := nextChunk(ctx, r)
 		if err != nil {
 			return nil, fmt.Errorf("broker: read %s/%d: %w", topic, partition, err)
 		}
-		msgs = append(msgs, m)
-		if m.Offset >= last-1 {
-			return msgs, nil
+		for _, rec := range ch.Records {
+			if rec.Offset < rg.End {
+				msgs = append(msgs, message(rec))
+			}
+		}
+		pos = max(pos, ch.Next)
+		r.Recycle(ch)
+	}
+	return msgs, nil
+}
+
+// nextChunk waits for r's next chunk; a reader's error is returned.
+func nextChunk(ctx context.Context, r kafkaio.Reader) (kafkaio.Chunk, error) {
+	for {
+		if ch, ok := r.Next(); ok {
+			return ch, ch.Err
+		}
+		select {
+		case <-r.Ready():
+		case <-ctx.Done():
+			return kafkaio.Chunk{}, ctx.Err()
 		}
 	}
 }
 
+// message copies a record as a kafka-go message (the tests' type).
+func message(r kafkaio.Record) kafka.Message {
+	m := kafka.Message{Topic: r.Topic, Partition: int(r.Partition), Offset: r.Offset, Time: r.Time,
+		Key: append([]byte(nil), r.Key...), Value: append([]byte(nil), r.Value...)}
+	if r.Value == nil {
+		m.Value = nil
+	}
+	if r.Key == nil {
+		m.Key = nil
+	}
+	for _, h := range r.Headers {
+		m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+	}
+	return m
+}
+
 // Follow reads partitions 0..partitions-1 of topic from their first
-// offset until ctx ends, one reader per partition, and hands every message
-// to fn (from the partition's goroutine: fn is called concurrently across
-// partitions, in offset order within one). maxWait bounds a fetch's wait
-// for new messages. It returns when every reader has stopped: nil when ctx
-// ended, else the read errors. The bandit demo and the decision benchmark
-// follow their consumer's output with it.
+// offset until ctx ends (read_committed, as ReadAll) and hands every
+// message to fn (from the partition's goroutine: fn is called concurrently
+// across partitions, in offset order within one). maxWait bounds a fetch's
+// wait for new messages. It returns when every reader has stopped: nil
+// when ctx ended, else the read errors. The bandit demo and the decision
+// benchmark follow their consumer's output with it.
 func Follow(ctx context.Context, addrs []string, topic string, partitions int, maxWait time.Duration, fn func(kafka.Message)) error {
+	kc, err := kafkaio.New(kafkaio.Options{Brokers: addrs, FetchMaxWait: maxWait, FetchMaxPartitionBytes: 16 << 20})
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
 	var wg sync.WaitGroup
 	errs := make([]error, partitions)
 	for p := 0; p < partitions; p++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: topic, Partition: p,
-				MinBytes: 1, MaxBytes: 16 << 20, MaxWait: maxWait})
+			r := kc.Read(topic, int32(p), kafkaio.Start)
 			defer r.Close()
-			if err := r.SetOffset(kafka.FirstOffset); err != nil {
-				errs[p] = err
-				return
-			}
 			for {
-				m, err := r.ReadMessage(ctx)
+				ch, err := nextChunk(ctx, r)
 				if err != nil {
 					if ctx.Err() == nil {
 						errs[p] = fmt.Errorf("broker: read %s/%d: %w", topic, p, err)
 					}
 					return
 				}
-				fn(m)
+				for _, rec := range ch.Records {
+					fn(message(rec))
+				}
+				r.Recycle(ch)
 			}
 		}()
 	}

@@ -54,15 +54,8 @@ func New(o Options) (*Client, error) {
 		isolation = kgo.ReadUncommitted()
 	}
 	c := &Client{opts: o, log: o.Logger, readers: map[topicPartition]*reader{}, polling: make(chan struct{})}
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(o.Brokers...),
-		kgo.ClientID(o.ClientID),
-		kgo.WithLogger(kgoLogger{o.Logger}),
-		// A leader move answered NOT_LEADER_OR_FOLLOWER refreshes the
-		// metadata at once; 1 s (not kgo's 5 s) bounds how soon a second
-		// move can be followed.
-		kgo.MetadataMinAge(time.Second),
-
+	kopts := append(o.connOpts(), o.producerOpts()...)
+	kopts = append(kopts,
 		kgo.FetchIsolationLevel(isolation),
 		// Control records come back so that a reader's position moves
 		// past transaction markers (Chunk.Next): the merge and the
@@ -74,23 +67,7 @@ func New(o Options) (*Client, error) {
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(o.FetchMaxWait),
 		kgo.FetchMaxPartitionBytes(o.FetchMaxPartitionBytes),
-
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(codecs[o.Compression]),
-		kgo.ProducerLinger(o.Linger),
-		kgo.MaxBufferedBytes(o.MaxBufferedBytes),
-		kgo.MaxBufferedRecords(1 << 20), // the byte bound is the one that matters
-		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
-	}
-	if o.BatchMaxBytes != nil {
-		kopts = append(kopts, kgo.ProducerBatchMaxBytesFn(o.BatchMaxBytes))
-	}
-	if o.TLS != nil {
-		kopts = append(kopts, kgo.DialTLSConfig(o.TLS))
-	}
-	if o.SASL != nil {
-		kopts = append(kopts, kgo.SASL(mechanism(o.SASL)))
-	}
+	)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: %w", err)
@@ -100,6 +77,44 @@ func New(o Options) (*Client, error) {
 	c.stop = cancel
 	go c.poll(ctx)
 	return c, nil
+}
+
+// connOpts are the options of every client: where the brokers are, how to
+// connect and authenticate, how to log.
+func (o Options) connOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(o.Brokers...),
+		kgo.ClientID(o.ClientID),
+		kgo.WithLogger(kgoLogger{o.Logger}),
+		// A leader move answered NOT_LEADER_OR_FOLLOWER refreshes the
+		// metadata at once; 1 s (not kgo's 5 s) bounds how soon a second
+		// move can be followed.
+		kgo.MetadataMinAge(time.Second),
+	}
+	if o.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(o.TLS))
+	}
+	if o.SASL != nil {
+		opts = append(opts, kgo.SASL(mechanism(o.SASL)))
+	}
+	return opts
+}
+
+// producerOpts are the options of every producer, idempotent or
+// transactional.
+func (o Options) producerOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(codecs[o.Compression]),
+		kgo.ProducerLinger(o.Linger),
+		kgo.MaxBufferedBytes(o.MaxBufferedBytes),
+		kgo.MaxBufferedRecords(1 << 20), // the byte bound is the one that matters
+		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
+	}
+	if o.BatchMaxBytes != nil {
+		opts = append(opts, kgo.ProducerBatchMaxBytesFn(o.BatchMaxBytes))
+	}
+	return opts
 }
 
 func mechanism(s *SASL) sasl.Mechanism {

@@ -23,10 +23,16 @@ type produced struct {
 
 // Produce implements Cluster.
 func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
+	produce(ctx, c.cl, r, done)
+}
+
+// produce produces r with cl (the idempotent producer, or a transactional
+// one).
+func produce(ctx context.Context, cl *kgo.Client, r *Record, done func(*Record, error)) {
 	w := r.produced
 	if w == nil {
 		w = &produced{}
-		w.promise = func(kr *kgo.Record, err error) { c.delivered(w, kr, err) }
+		w.promise = func(kr *kgo.Record, err error) { delivered(w, kr, err) }
 		r.produced = w
 	}
 	w.src, w.done = r, done
@@ -36,11 +42,11 @@ func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, erro
 	}
 	w.kr = kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: w.hdrs,
 		Timestamp: r.Time, Context: ctx}
-	c.cl.Produce(ctx, &w.kr, w.promise)
+	cl.Produce(ctx, &w.kr, w.promise)
 }
 
 // delivered is the promise of every produced record.
-func (c *Client) delivered(w *produced, kr *kgo.Record, err error) {
+func delivered(w *produced, kr *kgo.Record, err error) {
 	r, done := w.src, w.done
 	if err == nil {
 		r.Partition, r.Offset = kr.Partition, kr.Offset

@@ -120,4 +120,6 @@ type Cluster interface {
 	// Produce blocks while the client's buffer is full, until ctx ends
 	// (done is then called with ctx's error).
 	Produce(ctx context.Context, r *Record, done func(r *Record, err error))
+	// Transactional returns a transactional producer named id (Txn).
+	Transactional(id string) (Txn, error)
 }

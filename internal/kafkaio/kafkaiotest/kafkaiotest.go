@@ -20,6 +20,7 @@ type Cluster struct {
 	held    []heldRecord
 	failErr error
 	order   []kafkaio.Record // every record produced, in Produce order
+	epochs  map[string]int   // transactional id -> the epoch of its latest Init
 }
 
 type topicPartition struct {
@@ -272,3 +273,85 @@ func (Discard) Offsets(context.Context, string, int32) (kafkaio.Range, error) {
 }
 
 func (Discard) Read(string, int32, int64) kafkaio.Reader { return NewFeed() }
+
+// Transactional implements kafkaio.Cluster: an in-memory transactional
+// producer. Its records join the logs at Commit; Init fences the earlier
+// producers of the id.
+func (c *Cluster) Transactional(id string) (kafkaio.Txn, error) {
+	return &Txn{c: c, id: id}, nil
+}
+
+// Txn is Cluster's transactional producer.
+type Txn struct {
+	c     *Cluster
+	id    string
+	epoch int
+	open  bool
+	recs  []heldRecord
+}
+
+func (t *Txn) Init(context.Context) error {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.c.epochs == nil {
+		t.c.epochs = map[string]int{}
+	}
+	t.c.epochs[t.id]++
+	t.epoch = t.c.epochs[t.id]
+	t.open, t.recs = false, nil
+	return nil
+}
+
+func (t *Txn) fenced() error {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.c.epochs[t.id] != t.epoch {
+		return kafkaio.ErrFenced
+	}
+	return nil
+}
+
+func (t *Txn) Begin() error {
+	if err := t.fenced(); err != nil {
+		return err
+	}
+	t.open = true
+	return nil
+}
+
+// Produce keeps r for Commit and reports it written.
+func (t *Txn) Produce(ctx context.Context, r *kafkaio.Record, done func(*kafkaio.Record, error)) {
+	if err := t.fenced(); err != nil {
+		done(r, err)
+		return
+	}
+	cp := *r
+	cp.Key, cp.Value = append([]byte(nil), r.Key...), append([]byte(nil), r.Value...)
+	cp.Headers = append([]kafkaio.Header(nil), r.Headers...)
+	t.recs = append(t.recs, heldRecord{r: &cp})
+	done(r, nil)
+}
+
+func (t *Txn) Commit(ctx context.Context) error {
+	if err := t.fenced(); err != nil {
+		t.recs, t.open = nil, false
+		return err
+	}
+	for _, h := range t.recs {
+		t.c.Produce(ctx, h.r, func(*kafkaio.Record, error) {})
+	}
+	t.recs, t.open = nil, false
+	return nil
+}
+
+func (t *Txn) Abort(context.Context) error {
+	t.recs, t.open = nil, false
+	return nil
+}
+
+func (t *Txn) Close() {}
+
+// Transactional implements kafkaio.Cluster: commits are discarded too.
+func (Discard) Transactional(string) (kafkaio.Txn, error) {
+	return &Txn{c: &Cluster{}, id: "discard"}, nil
+}

@@ -1,0 +1,139 @@
+package kafkaio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Txn is a transactional producer: what it produces between Begin and Commit
+// becomes visible to read_committed readers at once, or never. Its id names
+// the producer across processes and restarts: Init by a new holder of the
+// id fences every earlier one, whose later writes and commits fail with
+// ErrFenced, and aborts the transaction such a zombie had open.
+type Txn interface {
+	// Init fences the earlier holders of the id. Call it before anything
+	// else, and before reading what they wrote: their open transaction is
+	// aborted by then.
+	Init(ctx context.Context) error
+	// Begin opens a transaction.
+	Begin() error
+	// Produce adds r to the open transaction (Cluster.Produce's contract;
+	// done reports r written, not yet committed).
+	Produce(ctx context.Context, r *Record, done func(*Record, error))
+	// Commit makes the transaction's records visible, once every one is
+	// written. On any failure the transaction is aborted (nothing of it
+	// will ever be visible) and the error says why: ErrFenced,
+	// ErrRecreated, or another error (retriable or not, per IsRetriable).
+	Commit(ctx context.Context) error
+	// Abort drops the open transaction.
+	Abort(ctx context.Context) error
+	// Close releases the producer; an open transaction is aborted by the
+	// brokers after its timeout, or at once by the next Init of the id.
+	Close()
+}
+
+// ErrFenced: a newer producer with the same transactional id exists (the
+// partition has another owner); this one can write nothing more.
+var ErrFenced = errors.New("kafkaio: fenced by a newer producer with the same transactional id")
+
+// ErrRecreated: a topic the transaction wrote to was deleted and recreated
+// meanwhile; what it acknowledged went with the old topic.
+var ErrRecreated = errors.New("kafkaio: the topic was deleted and recreated under the transaction")
+
+// TransactionTimeout bounds a transaction's life on the coordinator: one
+// left open by a producer that stopped is aborted after it.
+const TransactionTimeout = time.Minute
+
+// Transactional returns a transactional producer with the given id, with the
+// client's connection and producer options.
+func (c *Client) Transactional(id string) (Txn, error) {
+	opts := append(c.opts.connOpts(), c.opts.producerOpts()...)
+	opts = append(opts, kgo.TransactionalID(id), kgo.TransactionTimeout(TransactionTimeout))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaio: transactional producer %q: %w", id, err)
+	}
+	return &txn{cl: cl, id: id}, nil
+}
+
+type txn struct {
+	cl *kgo.Client
+	id string
+}
+
+func (t *txn) Init(ctx context.Context) error {
+	_, _, err := t.cl.ProducerID(ctx)
+	return t.classify("init", err)
+}
+
+func (t *txn) Begin() error { return t.classify("begin", t.cl.BeginTransaction()) }
+
+func (t *txn) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
+	produce(ctx, t.cl, r, done)
+}
+
+func (t *txn) Commit(ctx context.Context) error {
+	err := t.cl.Flush(ctx)
+	if err == nil {
+		if err = t.cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
+			return nil
+		}
+	}
+	// Nothing of a transaction that did not commit may become visible:
+	// abort it (a fenced producer's was aborted by its fencer).
+	if abortErr := t.abort(ctx); abortErr != nil && !isFenced(err) {
+		err = errors.Join(err, abortErr)
+	}
+	return t.classify("commit", err)
+}
+
+func (t *txn) Abort(ctx context.Context) error { return t.classify("abort", t.abort(ctx)) }
+
+func (t *txn) abort(ctx context.Context) error {
+	if err := t.cl.AbortBufferedRecords(ctx); err != nil {
+		return err
+	}
+	return t.cl.EndTransaction(ctx, kgo.TryAbort)
+}
+
+func (t *txn) Close() { t.cl.Close() }
+
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
+// classify names the operation and maps kgo's errors onto the package's.
+func (t *txn) classify(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isFenced(err):
+		return fmt.Errorf("transactional id %q: %s: %w: %w", t.id, op, ErrFenced, err)
+	case errors.Is(err, kerr.UnknownTopicID):
+		return fmt.Errorf("transactional id %q: %s: %w: %w", t.id, op, ErrRecreated, err)
+	}
+	return fmt.Errorf("transactional id %q: %s: %w", t.id, op, err)
+}
+
+// IsRetriable reports whether a produce or transaction error may go away by
+// itself (a broker restarting, a leader moving, a timeout): the work is to
+// be done again later. Fencing, a recreated topic, authorization, a record
+// too large or an unknown topic are not.
+func IsRetriable(err error) bool {
+	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrRecreated) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable && !errors.Is(err, kerr.UnknownTopicOrPartition)
+	}
+	// Not a Kafka error code: a connection failure, a timeout, a context
+	// that ended.
+	return true
+}
