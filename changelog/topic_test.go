@@ -50,6 +50,7 @@ func TestEnsureTopic(t *testing.T) {
 	}
 	create("four-compact", 4, "compact")
 	create("three-compact", 3, "compact")
+	create("five-compact", 5, "compact")
 	create("four-delete", 4, "delete")
 	create("four-both", 4, "compact,delete")
 	for _, tc := range []struct {
@@ -57,17 +58,30 @@ func TestEnsureTopic(t *testing.T) {
 		want  string // "" = accepted
 	}{
 		{"four-compact", ""},
-		{"four-both", ""},
 		{"created-here", ""},
-		{"three-compact", "has 3 partitions, the input has 4"},
-		{"four-delete", `cleanup.policy="delete", want compact`},
+		{"three-compact", "has 3 partitions, the input 4"}, // partitions were added to the input: the caller grows it
+		{"five-compact", "has 5 partitions, the input has 4"},
+		{"four-delete", `cleanup.policy="delete", want compact alone`},
+		{"four-both", `cleanup.policy="compact,delete", want compact alone`},
 	} {
-		err := EnsureTopic(ctx, cl, tc.topic, 4, TopicConfig{MaxMessageBytes: 8 << 20})
+		err := EnsureTopic(ctx, cl, tc.topic, 4, TopicConfig{MaxMessageBytes: 8 << 20, MaxCompactionLag: 6 * time.Hour})
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.topic, err)
-		case tc.want != "" && (!errors.Is(err, ErrTopic) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.topic)):
+		case tc.want != "" && ((!errors.Is(err, ErrTopic) && !errors.As(err, new(*FewerPartitions))) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.topic)):
 			t.Errorf("%s: error %v, want ErrTopic naming the topic and %q", tc.topic, err, tc.want)
+		}
+	}
+	// The created topic bounds how long compaction may leave an erased
+	// key's records.
+	res, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: "created-here", ConfigNames: []string{"max.compaction.lag.ms", "segment.ms"}}}})
+	if err != nil || len(res.Resources) != 1 {
+		t.Fatalf("describe created-here: %v", err)
+	}
+	for _, e := range res.Resources[0].ConfigEntries {
+		if e.ConfigValue != "21600000" {
+			t.Errorf("created topic: %s=%s, want 21600000", e.ConfigName, e.ConfigValue)
 		}
 	}
 	// The topic created by EnsureTopic passes its own check, with the

@@ -86,12 +86,13 @@ type Checkpoint struct {
 
 // Changelog keeps the state in a compacted Kafka topic as well (docs/pipeline.md, "State in Kafka").
 type Changelog struct {
-	Enabled           bool   `yaml:"enabled" doc:"write every checkpoint to a compacted changelog topic, so that a member without the partition's local state (empty disk, moved pod) restores it from Kafka; false = state only in checkpoint.dir"`
-	Topic             string `yaml:"topic" doc:"changelog topic (one partition per input partition, compacted); empty = <kafka.group>-<kafka.input_topic>-changelog"`
-	ReplicationFactor int    `yaml:"replication_factor" doc:"replication factor of the changelog topic when the consumer creates it; 0 = the brokers' default"`
-	MinInsyncReplicas int    `yaml:"min_insync_replicas" doc:"min.insync.replicas of the changelog topic when the consumer creates it; 0 = the brokers' default"`
-	MaxMessageBytes   int    `yaml:"max_message_bytes" doc:"largest changelog record (one key's learner and pending entries); the topic is created with it as max.message.bytes"`
-	StandbyReplicas   int    `yaml:"standby_replicas" doc:"other members that keep a warm in-memory copy of each partition's state by tailing its changelog partition; the partition goes to one of them when its owner leaves (docs/pipeline.md, \"Standby replicas\")"`
+	Enabled           bool          `yaml:"enabled" doc:"write every checkpoint to a compacted changelog topic, so that a member without the partition's local state (empty disk, moved pod) restores it from Kafka; false = state only in checkpoint.dir"`
+	Topic             string        `yaml:"topic" doc:"changelog topic (one partition per input partition, compacted); empty = <kafka.group>-<kafka.input_topic>-changelog"`
+	ReplicationFactor int           `yaml:"replication_factor" doc:"replication factor of the changelog topic when the consumer creates it; 0 = the brokers' default"`
+	MinInsyncReplicas int           `yaml:"min_insync_replicas" doc:"min.insync.replicas of the changelog topic when the consumer creates it; 0 = the brokers' default"`
+	MaxMessageBytes   int           `yaml:"max_message_bytes" doc:"largest changelog record (one key's learner); the topic is created with it as max.message.bytes"`
+	MaxCompactionLag  time.Duration `yaml:"max_compaction_lag" doc:"bound on how long an erased or overwritten key's records stay in the changelog: the topic is created with it as max.compaction.lag.ms and segment.ms; negative = the brokers' defaults"`
+	StandbyReplicas   int           `yaml:"standby_replicas" doc:"other members that keep a warm in-memory copy of each partition's state by tailing its changelog partition; the partition goes to one of them when its owner leaves (docs/pipeline.md, \"Standby replicas\")"`
 }
 
 // ChangelogTopic is the changelog topic: Topic, else <group>-<input>-changelog.
@@ -177,7 +178,7 @@ func Default() Config {
 			MaxRecords:  processor.DefaultCheckpointMaxRecords,
 			MemTableMiB: processor.DefaultCheckpointMemTableMiB,
 		},
-		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes},
+		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes, MaxCompactionLag: processor.DefaultChangelogMaxCompactionLag},
 		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending, MergeWait: processor.DefaultMergeWait, MaxTsSkew: processor.DefaultMaxTsSkew},
 		Cache:     Cache{MaxLearners: processor.DefaultMaxLearners},
 		Output:    Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression},

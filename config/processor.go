@@ -92,7 +92,7 @@ func (c *Config) processorChangelog() processor.ChangelogConfig {
 		return processor.ChangelogConfig{}
 	}
 	return processor.ChangelogConfig{Topic: c.ChangelogTopic(), ReplicationFactor: c.Changelog.ReplicationFactor,
-		MinInsyncReplicas: c.Changelog.MinInsyncReplicas, MaxMessageBytes: c.Changelog.MaxMessageBytes,
+		MinInsyncReplicas: c.Changelog.MinInsyncReplicas, MaxMessageBytes: c.Changelog.MaxMessageBytes, MaxCompactionLag: c.Changelog.MaxCompactionLag,
 		StandbyReplicas: c.Changelog.StandbyReplicas}
 }
 

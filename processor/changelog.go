@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/kernelstream/kernelstream/changelog"
 	"github.com/kernelstream/kernelstream/checkpoint"
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
@@ -33,14 +31,25 @@ type ChangelogConfig struct {
 	// learner and pending entries); the topic is created with it as its
 	// max.message.bytes. Default 8 MiB.
 	MaxMessageBytes int
+	// MaxCompactionLag bounds how long a compacted-away record stays in the
+	// changelog: the topic, when the processor creates it, gets it as
+	// max.compaction.lag.ms and segment.ms, so an erased key's state is
+	// gone from Kafka this long after the checkpoint that erased it (a
+	// partition whose changelog gets no newer record writes a marker to
+	// roll its segment). Default 7 days; negative = the brokers' defaults
+	// (no bound).
+	MaxCompactionLag time.Duration
 	// StandbyReplicas is how many other members keep a warm copy of each
 	// partition's state by tailing its changelog partition (standby.go);
 	// the group balancer must support it (StickyBalancer). Default 0.
 	StandbyReplicas int
 }
 
-// DefaultChangelogMaxMessageBytes is ChangelogConfig.MaxMessageBytes' default.
-const DefaultChangelogMaxMessageBytes = 8 << 20
+// Defaults of ChangelogConfig.
+const (
+	DefaultChangelogMaxMessageBytes  = 8 << 20
+	DefaultChangelogMaxCompactionLag = 7 * 24 * time.Hour
+)
 
 // TestHookAfterChangelog, when set, runs after a checkpoint's changelog
 // records are acknowledged and before its Badger commit: the crash tests
@@ -63,33 +72,49 @@ func (p *Processor) changelogSource() changelog.Source {
 	return changelog.Source{Cluster: p.kio, Topic: p.cfg.Changelog.Topic}
 }
 
-// ensureChangelog creates or checks the changelog topic before the group is
-// joined: the input's partition count is read from the brokers.
-func (p *Processor) ensureChangelog(ctx context.Context) error {
-	cl := p.client()
+// ensureChangelog creates or checks the changelog topic for an input of
+// parts partitions, growing it when partitions were added to the input.
+func (p *Processor) ensureChangelog(ctx context.Context, parts int) error {
 	c := p.cfg.Changelog
-	tc := changelog.TopicConfig{ReplicationFactor: c.ReplicationFactor, MinInsyncReplicas: c.MinInsyncReplicas, MaxMessageBytes: c.MaxMessageBytes}
-	if p.inParts > 0 { // known from the start-up checks
-		return changelog.EnsureTopic(ctx, cl, c.Topic, p.inParts, tc)
+	// Half the bound each: a segment rolls (a marker is appended) at most
+	// segment.ms after it got a tombstone, and is compacted at most
+	// max.compaction.lag.ms after that.
+	tc := changelog.TopicConfig{ReplicationFactor: c.ReplicationFactor, MinInsyncReplicas: c.MinInsyncReplicas,
+		MaxMessageBytes: c.MaxMessageBytes, MaxCompactionLag: c.MaxCompactionLag / 2}
+	err := changelog.EnsureTopic(ctx, p.client(), c.Topic, parts, tc)
+	var fewer *changelog.FewerPartitions
+	if errors.As(err, &fewer) {
+		p.log.Warn().Str("topic", c.Topic).Int("partitions", fewer.Have).Int("input_partitions", fewer.Want).
+			Msg("partitions were added to the input: adding as many to the changelog")
+		if err = p.kio.(interface {
+			AddPartitions(context.Context, string, int) error
+		}).AddPartitions(ctx, c.Topic, parts); err == nil {
+			err = changelog.EnsureTopic(ctx, p.client(), c.Topic, parts, tc)
+		}
 	}
-	backoff := 100 * time.Millisecond
-	for {
-		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.cfg.InputTopic}})
-		if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil {
-			return changelog.EnsureTopic(ctx, cl, c.Topic, len(md.Topics[0].Partitions), tc)
-		}
-		if err == nil && len(md.Topics) == 1 {
-			err = md.Topics[0].Error
-		}
-		p.log.Warn().Err(err).Str("topic", p.cfg.InputTopic).Msg("changelog: cannot read the input topic's partitions yet; retrying")
-		forgetFailedDial(cl.Transport)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, p.cfg.RetryBackoffMax)
+	if err == nil {
+		p.clParts.Store(int64(parts))
 	}
+	return err
+}
+
+// changelogPartition makes sure the changelog has partition part, which a
+// partition added to the input while the group ran lacks: the input's
+// partition count is read again and the changelog grown to it.
+func (p *Processor) changelogPartition(ctx context.Context, part int) error {
+	if int64(part) < p.clParts.Load() {
+		return nil
+	}
+	return retry(ctx, p.log, "grow the changelog to the input's partitions", p.cfg.RetryBackoffMax, func() error {
+		parts, err := p.checkTopics(ctx)
+		if err != nil {
+			return err
+		}
+		if part >= parts {
+			return fmt.Errorf("partition %d assigned, the input has %d", part, parts)
+		}
+		return p.ensureChangelog(ctx, parts)
+	})
 }
 
 // restoreChangelog makes Badger hold the partition's newest checkpointed
@@ -390,6 +415,12 @@ func (w *worker) snapshotChangelog(snap *snapshot) ([]kafkaio.Record, error) {
 		erased = append(erased, []byte(k))
 	}
 	snap.tombstoned, w.tombstones = w.tombstones, nil
+	snap.tombstones = len(erased)
+	for _, o := range pending {
+		if o.Value == nil {
+			snap.tombstones++
+		}
+	}
 	return w.changelogMessages(bundles, pending, erased, &changelog.Marker{Seq: w.ckptSeq, Meta: cp.Meta}), nil
 }
 

@@ -47,6 +47,15 @@ type checkpointState struct {
 	rebuildChangelog bool        // the next checkpoint writes the partition's whole state to the changelog
 	markerOffset     int64       // offset of the last marker written (checkpoint goroutine only)
 	ckptEp           *episode    // checkpoints abandoned for a Kafka outage, logged once per episode
+	rollAt           time.Time   // when a marker is due to roll the changelog segment holding tombstones
+}
+
+// rollDue reports whether the changelog segment holding the tombstones of
+// the last erasure may be rolled: a record appended after segment.ms rolls
+// it, and compaction then removes the erased keys' records within
+// max.compaction.lag.ms, even on a partition that writes nothing else.
+func (w *worker) rollDue() bool {
+	return !w.rollAt.IsZero() && !time.Now().Before(w.rollAt)
 }
 
 // snapshot is one partition checkpoint ready to commit.
@@ -63,6 +72,7 @@ type snapshot struct {
 	rebuild    bool             // write the whole partition to the changelog, from Badger, after the Badger commit
 	recreated  bool             // the changelog was found recreated: the next one rebuilds
 	behind     bool             // the rebuild failed after the Badger commit: the next one rebuilds again
+	tombstones int              // tombstones among its changelog records
 }
 
 type ckptResult struct {
@@ -88,9 +98,10 @@ func (w *worker) startCheckpoint(ctx context.Context, gen *kafka.Generation) err
 // takeSnapshot returns nil when nothing changed since the last checkpoint
 // and the group's offsets are those of the checkpoint.
 func (w *worker) takeSnapshot() (*snapshot, error) {
-	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind {
+	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind && !w.rollDue() {
 		return nil, nil
 	}
+	w.rollAt = time.Time{} // this checkpoint's marker rolls the segment; one with tombstones sets it again
 	if w.skip != nil && !w.skipDone() {
 		return nil, nil // a key's restored state is ahead of the offsets: no checkpoint yet
 	}
@@ -308,6 +319,9 @@ func (w *worker) complete(res ckptResult) error {
 	case res.err == nil:
 		if w.ckptEp != nil {
 			w.ckptEp.ok()
+		}
+		if res.snap.tombstones > 0 && w.cfg.Changelog.MaxCompactionLag > 0 {
+			w.rollAt = time.Now().Add(w.cfg.Changelog.MaxCompactionLag / 2)
 		}
 		w.cache.committed(res.snap.fresh)
 		w.p.c.checkpoints.Add(1)

@@ -268,6 +268,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Changelog.MaxMessageBytes == 0 {
 		cfg.Changelog.MaxMessageBytes = DefaultChangelogMaxMessageBytes
 	}
+	if cfg.Changelog.MaxCompactionLag == 0 {
+		cfg.Changelog.MaxCompactionLag = DefaultChangelogMaxCompactionLag
+	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}

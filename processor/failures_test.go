@@ -61,7 +61,8 @@ func TestSessionTimeoutRefused(t *testing.T) {
 }
 
 // TestStartupTopicChecks: a missing topic, labels not co-partitioned with
-// the input or a changelog topic of another partition count (its cleanup
+// the input or a changelog topic with more partitions than the input (one
+// with fewer is grown: partitions were added to the input; its cleanup
 // policy is checked in package changelog) is refused before joining, with
 // an error naming the topic, and nothing is written to the changelog.
 func TestStartupTopicChecks(t *testing.T) {
@@ -78,8 +79,8 @@ func TestStartupTopicChecks(t *testing.T) {
 		{"missing labels", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ)}, true, false, `LabelsTopic "labels" does not exist`},
 		{"labels not co-partitioned", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.SeedTopics(2, tLabels)}, true, false,
 			`LabelsTopic "labels" has 2 partitions, InputTopic "in" has 3`},
-		{"changelog of another partition count", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.SeedTopics(2, "cl")}, false, true,
-			"cl has 2 partitions, the input has 3"},
+		{"changelog with more partitions than the input", []kfake.Opt{kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.SeedTopics(4, "cl")}, false, true,
+			"cl has 4 partitions, the input has 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -92,6 +92,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 	}()
 	if w.cfg.Changelog.Topic != "" {
+		if err := w.p.changelogPartition(ctx, w.part); err != nil {
+			return nil // ctx ended
+		}
 		// Before the restore reads the changelog: the partition's former
 		// owner is fenced and its open transaction aborted by then.
 		if err := w.openTxn(ctx); err != nil {
@@ -184,7 +187,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 		}
-		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0 || w.groupBehind
+		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0 || w.groupBehind || w.rollDue()
 		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (due && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
 			if err := w.startCheckpoint(ctx, gen); err != nil {
 				return err

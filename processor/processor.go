@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -41,9 +42,13 @@ type Processor struct {
 	inParts  int             // the input topic's partition count (start-up checks)
 	admin    *kafka.Client   // metadata and topic configs (start-up checks)
 	kio      kafkaio.Cluster // the record path: reads, produces, offsets
-	// changelogLimit is the changelog topic's max.message.bytes as the
-	// brokers have it (start-up), the largest record a checkpoint writes.
-	changelogLimit int
+	// The written topics' max.message.bytes as the brokers have them
+	// (start-up; changelogLimit is the changelog's: the largest record a
+	// checkpoint writes), and the changelog's delete.retention.ms.
+	limits          map[string]int32
+	changelogLimit  int
+	deleteRetention time.Duration
+	clParts         atomic.Int64 // the changelog's partitions as last ensured
 	events         eventLog // truncations and offset resets, for /readyz
 
 	mu       sync.Mutex
@@ -170,30 +175,28 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	// The record path's client first: growing the changelog uses it. The
+	// batch limits it applies are read below, before anything is produced.
+	kc, err := kafkaio.New(p.kafkaOptions(p.batchLimit))
+	if err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	defer kc.Close() // after the workers and standbys, deferred below
+	p.kio = kc
 	if cfg.Changelog.Topic != "" {
-		if err := p.ensureChangelog(ctx); err != nil {
+		if err := p.ensureChangelog(ctx, p.inParts); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("processor: %w: %w", ErrClusterMismatch, err)
 		}
 	}
-	limits, err := p.batchLimits(ctx)
-	if err != nil {
+	if err := p.readTopicConfigs(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	if cfg.Changelog.Topic != "" {
-		p.changelogLimit = int(limits(cfg.Changelog.Topic))
-	}
-	kc, err := kafkaio.New(p.kafkaOptions(limits))
-	if err != nil {
-		return fmt.Errorf("processor: %w", err)
-	}
-	defer kc.Close() // after the workers and standbys, deferred below
-	p.kio = kc
 
 	topics := []string{cfg.InputTopic}
 	if cfg.LabelsTopic != "" {
@@ -318,6 +321,15 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 		ids[i] = a.ID
 	}
 	p.log.Info().Int32("generation", gen.ID).Str("member", gen.MemberID).Ints("partitions", ids).Msg("assigned")
+	if len(ids) > 0 && slices.Max(ids) >= p.inParts {
+		// Partitions were added to the input: the partitioner check
+		// counts them (keys move to other partitions with the new count,
+		// their state does not; docs/pipeline.md, "Adding partitions").
+		if n, err := p.checkTopics(ctx); err == nil {
+			p.log.Warn().Int("partitions", n).Int("before", p.inParts).Msg("partitions were added to the input")
+			p.inParts = n
+		}
+	}
 	for _, b := range stateAware(cfg.GroupBalancers) {
 		b.SetOwnedAssignments(gen.Assignments)
 	}

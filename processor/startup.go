@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,11 +193,13 @@ func (w *worker) fail(err error) {
 // whose configuration cannot be read.
 const defaultMaxMessageBytes = 1000012
 
-// batchLimits reads the max.message.bytes of the topics the processor
+// readTopicConfigs reads the max.message.bytes of the topics the processor
 // writes (output, dead letters, changelog), so that the producer never
-// builds a record batch the topic would refuse: the limit counts the whole
-// encoded batch, headers and framing included.
-func (p *Processor) batchLimits(ctx context.Context) (func(topic string) int32, error) {
+// builds a record batch a topic would refuse (the limit counts the whole
+// encoded batch, headers and framing included), and the changelog's
+// delete.retention.ms (how long a tombstone stays: a standby copy older
+// than it may miss an erasure).
+func (p *Processor) readTopicConfigs(ctx context.Context) error {
 	topics := []string{p.cfg.OutputTopic, p.cfg.DLQTopic}
 	if p.cfg.Changelog.Topic != "" {
 		topics = append(topics, p.cfg.Changelog.Topic)
@@ -204,9 +207,10 @@ func (p *Processor) batchLimits(ctx context.Context) (func(topic string) int32, 
 	req := &kafka.DescribeConfigsRequest{}
 	for _, t := range topics {
 		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{ResourceType: kafka.ResourceTypeTopic,
-			ResourceName: t, ConfigNames: []string{"max.message.bytes"}})
+			ResourceName: t, ConfigNames: []string{"max.message.bytes", "delete.retention.ms"}})
 	}
 	limits := map[string]int32{}
+	p.deleteRetention = defaultDeleteRetention
 	err := retry(ctx, p.log, "describe topic configs", p.cfg.RetryBackoffMax, func() error {
 		res, err := p.admin.DescribeConfigs(ctx, req)
 		if err != nil {
@@ -219,21 +223,36 @@ func (p *Processor) batchLimits(ctx context.Context) (func(topic string) int32, 
 				continue
 			}
 			for _, e := range r.ConfigEntries {
-				if v, err := strconv.ParseInt(e.ConfigValue, 10, 32); e.ConfigName == "max.message.bytes" && err == nil && v > 0 {
+				v, err := strconv.ParseInt(e.ConfigValue, 10, 64)
+				switch {
+				case err != nil || v <= 0:
+				case e.ConfigName == "max.message.bytes" && v <= math.MaxInt32:
 					limits[r.ResourceName] = int32(v)
+				case e.ConfigName == "delete.retention.ms" && r.ResourceName == p.cfg.Changelog.Topic:
+					p.deleteRetention = time.Duration(v) * time.Millisecond
 				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	p.log.Debug().Interface("max_message_bytes", limits).Msg("topic limits")
-	return func(topic string) int32 {
-		if v, ok := limits[topic]; ok {
-			return v
-		}
-		return defaultMaxMessageBytes
-	}, nil
+	p.limits = limits
+	if t := p.cfg.Changelog.Topic; t != "" {
+		p.changelogLimit = int(p.batchLimit(t))
+	}
+	p.log.Debug().Interface("max_message_bytes", limits).Dur("changelog_delete_retention", p.deleteRetention).Msg("topic configs")
+	return nil
+}
+
+// defaultDeleteRetention is Kafka's default delete.retention.ms.
+const defaultDeleteRetention = 24 * time.Hour
+
+// batchLimit is topic's largest record batch: its max.message.bytes.
+func (p *Processor) batchLimit(topic string) int32 {
+	if v, ok := p.limits[topic]; ok {
+		return v
+	}
+	return defaultMaxMessageBytes
 }

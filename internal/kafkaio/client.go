@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -179,6 +180,28 @@ func (c *Client) listOffset(ctx context.Context, topic string, partition int32, 
 		}
 	}
 	return 0, fmt.Errorf("list offsets of %s/%d: no answer for the partition", topic, partition)
+}
+
+// AddPartitions grows topic to count partitions; a topic that has them
+// already (another member grew it first) is no error.
+func (c *Client) AddPartitions(ctx context.Context, topic string, count int) error {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = topic, int32(count)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil {
+		for _, t := range resp.Topics {
+			if e := kerr.ErrorForCode(t.ErrorCode); e != nil && t.Topic == topic && !errors.Is(e, kerr.InvalidPartitions) {
+				err = e
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("add partitions to %s up to %d: %w", topic, count, err)
+	}
+	return nil
 }
 
 // kgoLogger passes kgo's warnings and errors on, its info at debug level.
