@@ -113,7 +113,6 @@ func onlyCompact(policy string) bool {
 	return compact
 }
 
-
 func create(ctx context.Context, cl *kafka.Client, topic string, partitions int, tc TopicConfig) error {
 	entries := []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}
 	if tc.MinInsyncReplicas > 0 {

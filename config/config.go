@@ -50,7 +50,7 @@ type Kafka struct {
 	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move (the broker must allow it: Kafka accepts 6s to 30m by default, else the consumer exits 3)"`
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" doc:"group heartbeat interval (below session_timeout)"`
 	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout" doc:"time members get to rejoin during a rebalance"`
-	RetryBackoffMax   time.Duration `yaml:"retry_backoff_max" doc:"cap of the exponential backoff of every retry loop (join, fetch, produce, checkpoint)"`
+	RetryBackoffMax   time.Duration `yaml:"retry_backoff_max" doc:"cap of the exponential backoff of the engine's retry loops (group join, list offsets, reading a partition kgo stopped, fencing, checkpoint); the Kafka client retries fetches and produces on its own"`
 	MaxValueBytes     int           `yaml:"max_value_bytes" doc:"largest record value processed; bigger ones are dead-lettered (reason oversized)"`
 	MaxKeyBytes       int           `yaml:"max_key_bytes" doc:"longest message key (routing key) processed; longer ones are dead-lettered (reason oversized) before they reach the state, whose store and changelog keys hold it; with max_id_bytes it must fit Badger's 65,000-byte keys and a changelog record"`
 	MaxIDBytes        int           `yaml:"max_id_bytes" doc:"longest id token processed (id, arm and each arm's id, as written: a string's quotes included); longer ones are dead-lettered (reason oversized)"`
@@ -108,7 +108,7 @@ type Labels struct {
 	TTL             time.Duration `yaml:"ttl" doc:"event-time age after which a prediction still waiting for its label expires (counted)"`
 	MaxPending      int           `yaml:"max_pending" doc:"pending predictions kept per partition; the oldest expire beyond it (counted)"`
 	MaxPendingTotal int           `yaml:"max_pending_total" doc:"pending predictions kept by the whole process: each partition keeps at most this divided by the input's partition count (deterministic whatever the assignment); 0 = no process-wide bound"`
-	MergeWait       time.Duration `yaml:"merge_wait" doc:"with labels_topic: longest wait for records the other topic's high-water mark says exist before merging a record without them"`
+	MergeWait       time.Duration `yaml:"merge_wait" doc:"with labels_topic: longest wait for records the other topic's end offset (its last stable offset) says exist before merging a record without them"`
 	MaxTsSkew       time.Duration `yaml:"max_ts_skew" doc:"largest distance between a record's ts and its Kafka timestamp; farther is a dead letter (reason bad_timestamp); 0 = no check"`
 }
 
@@ -127,7 +127,7 @@ type Output struct {
 	TopK         int           `yaml:"top_k" doc:"arms listed in the ranking of a decision record scored by a regression learner"`
 	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
 	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"the longest a prediction waits for its batch to fill (linger); 0: no wait, batches form while a request is in flight"`
-	Compression  string        `yaml:"compression" doc:"compression of the output and dead-letter batches: none, gzip, snappy, lz4 or zstd"`
+	Compression  string        `yaml:"compression" doc:"compression of the output, dead-letter and changelog batches: none, gzip, snappy, lz4 or zstd"`
 }
 
 // HTTP serves /metrics, /healthz and /readyz.

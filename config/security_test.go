@@ -82,9 +82,6 @@ func newTestPKI(t *testing.T) *testPKI {
 	return p
 }
 
-// TestTLSAndSASLAgainstBroker connects through the Dialer and Transport that
-// Clients builds to an embedded broker demanding mutual TLS and SASL, for
-// each SASL mechanism, and checks that a wrong password is refused.
 // TestTLSAndSASLAgainstBroker: with kafka.tls (mutual TLS) and each SASL
 // mechanism, the service's configuration gives a processor whose two
 // clients (the group's and the record path's) both connect: a labelled

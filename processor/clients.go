@@ -69,7 +69,7 @@ func (p *Processor) saslMechanism() (sasl.Mechanism, error) {
 func (p *Processor) kafkaOptions(batchMax func(topic string) int32) kafkaio.Options {
 	o := kafkaio.Options{Brokers: p.cfg.Brokers, ClientID: p.cfg.ClientID, TLS: p.cfg.TLS,
 		ReadUncommitted: p.cfg.IsolationLevel == "read_uncommitted", Compression: p.cfg.Compression,
-		Linger: p.cfg.BatchTimeout, BatchMaxBytes: batchMax, Logger: p.log.With().Str("client", "kgo").Logger(),
+		Linger: p.cfg.BatchTimeout, BatchMaxBytes: batchMax, Logger: p.log,
 		// A record up to MaxValueBytes must come whole, and a queue holds
 		// at least a few of them.
 		ReaderQueueBytes: max(kafkaio.DefaultReaderQueueBytes, 4*p.cfg.MaxValueBytes)}

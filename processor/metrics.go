@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "kernelstream", Name: "partition_lag_records",
-			Help: "High-water mark minus the next offset to process, per input partition.",
+			Help: "The log end (last stable offset under read_committed) minus the next offset to process, per input partition.",
 		}, []string{"partition"}),
 		onDisk: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "kernelstream", Name: "learners_on_disk",

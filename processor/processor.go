@@ -49,7 +49,7 @@ type Processor struct {
 	changelogLimit  int
 	deleteRetention time.Duration
 	clParts         atomic.Int64 // the changelog's partitions as last ensured
-	events         eventLog // truncations and offset resets, for /readyz
+	events          eventLog     // truncations and offset resets, for /readyz
 
 	mu       sync.Mutex
 	assigned map[int]bool  // partition -> restored (replay done)
