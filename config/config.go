@@ -82,6 +82,7 @@ type Checkpoint struct {
 	Interval    time.Duration `yaml:"interval" doc:"time between checkpoints of a partition"`
 	MaxRecords  int           `yaml:"max_records" doc:"records after which a partition checkpoints even before interval"`
 	MemTableMiB int           `yaml:"memtable_mib" doc:"the state store's memtable size in MiB (8 to 1024): larger flushes and compacts less often, for streams whose learners are mostly on disk (64 against 16, 500,000 keys with 50,000 in memory: 1.1-1.6x the records/s, 30-40 % less CPU per record; docs/scale.md); the state directory may exceed the live state by about 4 x this and memory by about 2 x this"`
+	MinFreeMiB  int           `yaml:"min_free_mib" doc:"free space (MiB) of the checkpoint directory's file system below which the partitions stop reading and checkpointing (not ready) until space is freed, so that the state store never faults on a full disk; 0 = 256 + 4 x memtable_mib, negative = no check"`
 }
 
 // Changelog keeps the state in a compacted Kafka topic as well (docs/pipeline.md, "State in Kafka").

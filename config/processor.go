@@ -60,6 +60,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		CheckpointInterval:    c.Checkpoint.Interval,
 		CheckpointMaxRecords:  c.Checkpoint.MaxRecords,
 		CheckpointMemTableMiB: c.Checkpoint.MemTableMiB,
+		CheckpointMinFreeMiB:  c.Checkpoint.MinFreeMiB,
 		LabelsTTL:             c.Labels.TTL,
 		KeyTTL:                c.State.KeyTTL,
 		MaxPending:            c.Labels.MaxPending,

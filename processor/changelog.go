@@ -133,9 +133,19 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	warm := w.p.takeStandby(w.part)
+	warm, lastRead := w.p.takeStandby(w.part)
 	if found && hasLocal && tail == local {
 		return nil // Badger has the changelog's last checkpoint
+	}
+	if warm != nil && time.Since(lastRead) > w.p.deleteRetention {
+		// The copy stopped reading longer ago than the changelog keeps a
+		// tombstone: a key erased since may be gone from the log with its
+		// tombstone, and the copy would bring it back.
+		if rg, err := src.Cluster.Offsets(ctx, src.Topic, int32(w.part)); err != nil || rg.End > warm.Next {
+			w.log.Info().Dur("stale", time.Since(lastRead)).Dur("delete_retention", w.p.deleteRetention).
+				Msg("standby copy older than the changelog's delete.retention.ms: restoring from the changelog instead")
+			warm = nil
+		}
 	}
 	start := time.Now()
 	st := warm

@@ -360,6 +360,10 @@ func (w *worker) finalCheckpoint(gen *kafka.Generation) error {
 			return err
 		}
 	}
+	if !w.p.diskOK() {
+		w.log.Warn().Msg("final checkpoint skipped: the checkpoint directory is nearly full; the records since the last one will be replayed")
+		return nil
+	}
 	snap, err := w.takeSnapshot()
 	if err != nil || snap == nil {
 		return err

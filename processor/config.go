@@ -117,6 +117,13 @@ type Config struct {
 	// learners are mostly on disk (docs/scale.md), at about 4 MiB of disk
 	// and 2 MiB of memory per MiB.
 	CheckpointMemTableMiB int
+	// CheckpointMinFreeMiB is the free space below which the checkpoint
+	// directory's file system counts as full: the partitions stop reading
+	// and checkpointing (the processor is not ready) until space is freed,
+	// so that Badger never writes into a memory-mapped file the disk
+	// cannot back (SIGBUS). Default 0 = 256 + 4 x CheckpointMemTableMiB;
+	// negative = no check.
+	CheckpointMinFreeMiB int
 
 	// LabelsTTL expires pending predictions older than this in event time
 	// (the partition's largest ts seen minus the entry's ts). Default 1h.

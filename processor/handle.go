@@ -26,6 +26,7 @@ func (w *worker) handle(ctx context.Context, msg *kafkaio.Record, fromLabels boo
 		w.nextLab = msg.Offset + 1
 		w.posLab.Store(w.nextLab)
 		if w.skip != nil && w.skipped(msg, true) {
+			w.skipRecord(msg, true)
 			return nil
 		}
 	} else {
@@ -37,6 +38,7 @@ func (w *worker) handle(ctx context.Context, msg *kafkaio.Record, fromLabels boo
 		w.posIn.Store(w.nextIn)
 		defer w.markRestored()
 		if w.skip != nil && w.skipped(msg, false) {
+			w.skipRecord(msg, false)
 			return nil // already in the key's restored state
 		}
 	}
@@ -54,37 +56,11 @@ func (w *worker) handle(ctx context.Context, msg *kafkaio.Record, fromLabels boo
 // map. A *wire.BadRecord error means the record is for the dead-letter
 // topic and left the state as it was; any other error is fatal.
 func (w *worker) apply(ctx context.Context, msg *kafkaio.Record, fromLabels, emit bool) (wire.Kind, error) {
-	c := &w.p.c
-	if err := w.dec.Limits().Admit(msg.Key, msg.Value); err != nil {
-		return 0, err
-	}
-	if err := w.checkPartition(msg); err != nil {
-		return 0, err
-	}
-	r, err := w.dec.Decode(msg.Value)
+	r, ts, err := w.decode(msg, fromLabels)
 	if err != nil {
 		return 0, err
 	}
-	if fromLabels && r.Kind != wire.KindLabel {
-		return 0, wire.Bad(wire.ReasonBadFields, "the labels topic carries id,y and id,reward records only")
-	}
-	ts := msg.Time.UnixMilli()
-	if r.HasTs {
-		if err := w.checkTs(msg, r.Ts); err != nil {
-			return 0, err
-		}
-		ts = r.Ts
-	}
-	if t := watermarkTime(msg, ts); t > w.watermark {
-		w.watermark = t
-		if n := w.pend.expireTTL(w.watermark, w.cfg.LabelsTTL.Milliseconds()); n > 0 {
-			c.expired[expiryTTL].Add(int64(n))
-			w.tally.pending -= int64(n)
-		}
-		if w.idle != nil {
-			w.expireIdle()
-		}
-	}
+	w.advanceWatermark(msg, ts)
 	if w.idle != nil && r.Kind != wire.KindDelete {
 		// A label refreshes a known key's clock; only records that give a
 		// key a learner put it in the index.
@@ -101,6 +77,60 @@ func (w *worker) apply(ctx context.Context, msg *kafkaio.Record, fromLabels, emi
 		w.erase(msg.Key)
 	}
 	return r.Kind, nil
+}
+
+// skipRecord is what a record already in its key's restored state still
+// does: it moves the event-time watermark as it did in the run that wrote
+// that state, so that the other keys' pending entries and idle clocks
+// expire at the same records (a bad record moved nothing then either).
+func (w *worker) skipRecord(msg *kafkaio.Record, fromLabels bool) {
+	if _, ts, err := w.decode(msg, fromLabels); err == nil {
+		w.advanceWatermark(msg, ts)
+	}
+}
+
+// decode checks and decodes msg and returns its event time. A
+// *wire.BadRecord error is the record's dead letter.
+func (w *worker) decode(msg *kafkaio.Record, fromLabels bool) (*wire.Record, int64, error) {
+	if err := w.dec.Limits().Admit(msg.Key, msg.Value); err != nil {
+		return nil, 0, err
+	}
+	if err := w.checkPartition(msg); err != nil {
+		return nil, 0, err
+	}
+	r, err := w.dec.Decode(msg.Value)
+	if err != nil {
+		return nil, 0, err
+	}
+	if fromLabels && r.Kind != wire.KindLabel {
+		return nil, 0, wire.Bad(wire.ReasonBadFields, "the labels topic carries id,y and id,reward records only")
+	}
+	ts := msg.Time.UnixMilli()
+	if r.HasTs {
+		if err := w.checkTs(msg, r.Ts); err != nil {
+			return nil, 0, err
+		}
+		ts = r.Ts
+	}
+	return r, ts, nil
+}
+
+// advanceWatermark moves the partition's event-time watermark with a record
+// of event time ts, and expires the pending entries and idle keys it
+// leaves behind.
+func (w *worker) advanceWatermark(msg *kafkaio.Record, ts int64) {
+	t := watermarkTime(msg, ts)
+	if t <= w.watermark {
+		return
+	}
+	w.watermark = t
+	if n := w.pend.expireTTL(w.watermark, w.cfg.LabelsTTL.Milliseconds()); n > 0 {
+		w.p.c.expired[expiryTTL].Add(int64(n))
+		w.tally.pending -= int64(n)
+	}
+	if w.idle != nil {
+		w.expireIdle()
+	}
 }
 
 // learner returns key's learner. A *wire.BadRecord (the key is quarantined)

@@ -156,6 +156,18 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			w.fail(err)
 			continue // the partition stops reading and waits for revoke or shutdown
 		}
+		if !w.p.diskOK() {
+			// Nothing to write the state with: hold still (disk.go).
+			w.publish()
+			if err := w.pollCheckpoint(); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+			continue
+		}
 		msg, fromLabels, err := w.nextOrTick(ctx, m, tick.C)
 		if err != nil {
 			break

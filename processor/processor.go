@@ -94,7 +94,7 @@ func New(cfg Config) (*Processor, error) {
 func (p *Processor) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.inGen || len(p.failed) > 0 {
+	if !p.inGen || len(p.failed) > 0 || p.c.disk.low.Load() {
 		return false
 	}
 	for _, ok := range p.assigned {
@@ -161,6 +161,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		return fmt.Errorf("processor: CheckpointDir: %w", err)
 	}
 	p.c.store.Store(store)
+	p.c.disk.free.Store(-1)
+	p.diskOK()
 	defer func() {
 		p.c.store.Store(nil)
 		p.staged.Add(store.StagedCommits())

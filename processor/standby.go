@@ -28,7 +28,8 @@ import (
 type standbyCopy struct {
 	mu      sync.Mutex // guards st and stopped against the tailer
 	st      *changelog.State
-	stopped bool // the tailer applies nothing more (it may still be closing its reader)
+	stopped bool      // the tailer applies nothing more (it may still be closing its reader)
+	read    time.Time // when it last applied a record
 	cancel  context.CancelFunc
 }
 
@@ -52,6 +53,7 @@ func (c *standbyCopy) apply(m *kafkaio.Record) error {
 	if c.stopped {
 		return context.Canceled
 	}
+	c.read = time.Now()
 	return c.st.Apply(m)
 }
 
@@ -126,18 +128,19 @@ func (p *Processor) startTailer(part int, c *standbyCopy) {
 	}()
 }
 
-// takeStandby hands the warm copy of part, if any, to its new owner.
-func (p *Processor) takeStandby(part int) *changelog.State {
+// takeStandby hands the warm copy of part, if any, to its new owner, with
+// when it last read a record.
+func (p *Processor) takeStandby(part int) (*changelog.State, time.Time) {
 	p.sbMu.Lock()
 	defer p.sbMu.Unlock()
 	c, ok := p.standbys[part]
 	if !ok {
-		return nil
+		return nil, time.Time{}
 	}
 	c.stop()
 	delete(p.standbys, part)
 	p.m.standbyLag.DeleteLabelValues(strconv.Itoa(part))
-	return c.st
+	return c.st, c.read
 }
 
 // stopStandbys ends every tailer (the processor stops).

@@ -112,6 +112,7 @@ type counters struct {
 	// checkpoints abandoned (outputs unacknowledged, Kafka unavailable):
 	// their changes went into the next one
 	ckptAbandoned atomic.Int64
+	disk          diskGuard     // free space of the checkpoint directory (disk.go)
 	failed        atomic.Int64  // partitions stopped by a non-retriable error
 	acked         atomic.Int64  // predictions acknowledged by the brokers
 	lossBits      atomic.Uint64 // float64 sum, CAS-added
