@@ -128,6 +128,7 @@ type Output struct {
 	TopK         int           `yaml:"top_k" doc:"arms listed in the ranking of a decision record scored by a regression learner"`
 	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
 	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"the longest a prediction waits for its batch to fill (linger); 0: no wait, batches form while a request is in flight"`
+	Delivery     string        `yaml:"delivery" doc:"at_least_once (predictions visible at once; after a crash the records since the last checkpoint are predicted again, same ids) or exactly_once (predictions written in each checkpoint's transaction, visible to read_committed readers when it commits, once; they wait up to checkpoint.interval; needs the changelog)"`
 	Compression  string        `yaml:"compression" doc:"compression of the output, dead-letter and changelog batches: none, gzip, snappy, lz4 or zstd"`
 }
 
@@ -182,7 +183,7 @@ func Default() Config {
 		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes, MaxCompactionLag: processor.DefaultChangelogMaxCompactionLag},
 		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending, MergeWait: processor.DefaultMergeWait, MaxTsSkew: processor.DefaultMaxTsSkew},
 		Cache:     Cache{MaxLearners: processor.DefaultMaxLearners},
-		Output:    Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression},
+		Output:    Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression, Delivery: processor.DefaultOutputDelivery},
 		HTTP:      HTTP{Addr: ":8080"},
 		Log:       Log{Level: "info", Format: "json"},
 		Shutdown:  Shutdown{Grace: processor.DefaultShutdownGrace},

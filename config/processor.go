@@ -74,6 +74,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		ShutdownGrace:         c.Shutdown.Grace,
 		BatchTimeout:          c.Output.BatchTimeout,
 		Compression:           c.Output.Compression,
+		OutputDelivery:        c.Output.Delivery,
 		SessionTimeout:        c.Kafka.SessionTimeout,
 		HeartbeatInterval:     c.Kafka.HeartbeatInterval,
 		RebalanceTimeout:      c.Kafka.RebalanceTimeout,

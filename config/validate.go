@@ -59,7 +59,8 @@ func (c *Config) Validate() error {
 		choices []string
 	}{{"kafka.start_offset", k.StartOffset, processor.StartOffsets}, {"kafka.offset_reset", k.OffsetReset, processor.OffsetResets},
 		{"kafka.isolation_level", k.IsolationLevel, processor.IsolationLevels},
-		{"kafka.wrong_partition", k.WrongPartition, processor.WrongPartitions}, {"output.compression", c.Output.Compression, processor.Compressions}} {
+		{"kafka.wrong_partition", k.WrongPartition, processor.WrongPartitions}, {"output.compression", c.Output.Compression, processor.Compressions},
+		{"output.delivery", c.Output.Delivery, processor.OutputDeliveries}} {
 		if err := processor.CheckChoice(e.v, e.choices); err != nil {
 			bad(e.key, "%v", err)
 		}
@@ -137,6 +138,9 @@ func (c *Config) Validate() error {
 	}
 	if n := c.Changelog.StandbyReplicas; n < 0 || n > 0 && !c.Changelog.Enabled {
 		bad("changelog.standby_replicas", "%d must be >= 0, and needs changelog.enabled", n)
+	}
+	if c.Output.Delivery == "exactly_once" && !c.Changelog.Enabled {
+		bad("output.delivery", "exactly_once needs changelog.enabled: the predictions commit with the checkpoint's changelog marker, which a restore resumes from")
 	}
 	if c.Checkpoint.MaxRecords <= 0 {
 		bad("checkpoint.max_records", "%d must be > 0", c.Checkpoint.MaxRecords)

@@ -167,6 +167,14 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 	if err := w.applyChangelog(st); err != nil {
 		return err
 	}
+	if legacy(st) {
+		// Written before pending entries were records of their own: the
+		// state is written again in the current layout, so that no entry
+		// lives only in a bundle that a newer one replaces.
+		if err := w.rewriteChangelog(ctx, st); err != nil {
+			return err
+		}
+	}
 	w.p.c.restores.Add(1)
 	part := strconv.Itoa(w.part)
 	w.p.m.restoreSecs.WithLabelValues(part).Set(time.Since(start).Seconds())
@@ -266,10 +274,6 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 		}
 		for _, e := range b.Pending {
 			cp.Pending = append(cp.Pending, checkpoint.Op{Key: e.Key, Value: e.Value})
-			// Written before pending entries were records of their own:
-			// the next checkpoint writes the partition anew, so that no
-			// entry lives only in a bundle a newer one replaces.
-			w.rebuildChangelog = true
 		}
 		if b.HasLastRecord && w.cfg.KeyTTL > 0 {
 			cp.Idle = append(cp.Idle, checkpoint.Op{Key: []byte(k), Value: encodeIdle(b.LastRecord)})
@@ -355,6 +359,41 @@ func (w *worker) bootstrapChangelog(ctx context.Context) error {
 	w.log.Info().Int("keys", len(bundles)).Int("pending", len(pending)).Uint64("seq", probe.ckptSeq).
 		Msg("writing the partition's whole state from the local store to the changelog")
 	return w.writeChangelog(ctx, msgs)
+}
+
+// legacy reports a changelog state with pending entries inside bundles.
+func legacy(st *changelog.State) bool {
+	for _, b := range st.Bundles {
+		if len(b.Pending) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// rewriteChangelog writes the restored state st again, in one transaction,
+// in the current layout: its bundles without their pending entries, which
+// become records of their own, and its marker.
+func (w *worker) rewriteChangelog(ctx context.Context, st *changelog.State) error {
+	list := make([]keyBundle, 0, len(st.Bundles))
+	var pending []checkpoint.Op
+	for k, v := range st.Pending {
+		pending = append(pending, checkpoint.Op{Key: []byte(k), Value: v})
+	}
+	for k, b := range st.Bundles {
+		for _, e := range b.Pending {
+			pending = append(pending, checkpoint.Op{Key: e.Key, Value: e.Value})
+		}
+		nb := *b
+		nb.Pending = nil
+		if !nb.Empty() {
+			list = append(list, keyBundle{key: []byte(k), b: nb})
+		}
+	}
+	slices.SortFunc(list, func(a, b keyBundle) int { return bytes.Compare(a.key, b.key) })
+	slices.SortFunc(pending, func(a, b checkpoint.Op) int { return bytes.Compare(a.Key, b.Key) })
+	w.log.Info().Int("keys", len(list)).Int("pending", len(pending)).Msg("changelog in the layout before pending records: writing the restored state again")
+	return w.writeChangelog(ctx, w.changelogMessages(list, pending, nil, st.Marker))
 }
 
 // routingOf is the routing key of a pending entry's composite key.
@@ -517,8 +556,10 @@ func (w *worker) writeChangelog(ctx context.Context, msgs []kafkaio.Record) erro
 		}
 		n += int64(len(m.Value))
 	}
-	if err := w.txn.Begin(); err != nil {
-		return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
+	if !w.txnOpen { // open already with exactly-once outputs: they commit together
+		if err := w.beginTxn(); err != nil {
+			return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
+		}
 	}
 	var mu sync.Mutex
 	var failed error
@@ -533,6 +574,7 @@ func (w *worker) writeChangelog(ctx context.Context, msgs []kafkaio.Record) erro
 		w.txn.Produce(ctx, &msgs[i], done)
 	}
 	err := w.txn.Commit(ctx)
+	w.txnOpen = false
 	mu.Lock()
 	if err != nil && failed != nil && !errors.Is(err, kafkaio.ErrFenced) && !errors.Is(err, kafkaio.ErrRecreated) {
 		err = fmt.Errorf("%w (a record: %w)", err, failed)

@@ -44,6 +44,7 @@ type checkpointState struct {
 	lastUpdated *slot           // the learner updated last (its kernel weights go with the snapshot)
 
 	txn              kafkaio.Txn // the partition's transactional producer (changelog, exactly-once outputs)
+	txnOpen          bool        // a transaction of txn is open
 	rebuildChangelog bool        // the next checkpoint writes the partition's whole state to the changelog
 	markerOffset     int64       // offset of the last marker written (checkpoint goroutine only)
 	ckptEp           *episode    // checkpoints abandoned for a Kafka outage, logged once per episode
@@ -89,11 +90,34 @@ func (w *worker) startCheckpoint(ctx context.Context, gen *kafka.Generation) err
 	}
 	w.ckptBusy = true
 	start := time.Now()
+	if w.exactlyOnce() {
+		// The outputs since the snapshot must go into the next
+		// transaction: the worker waits for this one to commit.
+		return w.complete(ckptResult{snap: snap, start: start, err: w.commitSnapshot(ctx, gen, snap)})
+	}
 	go func() {
 		w.ckptDone <- ckptResult{snap: snap, start: start, err: w.commitSnapshot(ctx, gen, snap)}
 	}()
 	return nil
 }
+
+// exactlyOnce reports whether the outputs are written in the checkpoints'
+// transactions (OutputDelivery exactly_once).
+func (w *worker) exactlyOnce() bool { return w.cfg.OutputDelivery == "exactly_once" }
+
+// beginTxn opens the partition's next transaction.
+func (w *worker) beginTxn() error {
+	if err := w.txn.Begin(); err != nil {
+		return fmt.Errorf("transaction of partition %d: %w", w.part, err)
+	}
+	w.txnOpen = true
+	return nil
+}
+
+// errRestartPartition: an exactly-once checkpoint did not commit, and the
+// outputs of its transaction were aborted with it; the partition starts
+// again from its last checkpoint, which predicts those records again.
+var errRestartPartition = errors.New("processor: partition restarts from its last checkpoint")
 
 // takeSnapshot returns nil when nothing changed since the last checkpoint
 // and the group's offsets are those of the checkpoint.
@@ -315,6 +339,11 @@ func (w *worker) complete(res ckptResult) error {
 	} else if res.err == nil && res.snap.rebuild {
 		w.rebuildChangelog = false
 	}
+	if w.exactlyOnce() && res.err == nil {
+		if err := w.beginTxn(); err != nil {
+			res.err = w.changelogFailed(res.snap, err)
+		}
+	}
 	switch {
 	case res.err == nil:
 		if w.ckptEp != nil {
@@ -336,6 +365,8 @@ func (w *worker) complete(res ckptResult) error {
 	case errors.Is(res.err, errPartitionFailed):
 		w.fail(res.err)
 		return nil
+	case w.exactlyOnce():
+		return fmt.Errorf("%w: %w", errRestartPartition, res.err)
 	}
 	w.cache.abandoned()
 	w.tombstones = append(w.tombstones, res.snap.tombstoned...)

@@ -9,12 +9,13 @@ import (
 // The values of Config's enumerated fields, in the order the docs list them.
 // config validates its keys against the same lists.
 var (
-	StartOffsets    = []string{"earliest", "latest"}
-	OffsetResets    = []string{"earliest", "latest", "fail"}
-	WrongPartitions = []string{"count", "dead_letter"}
-	Compressions    = []string{"none", "gzip", "snappy", "lz4", "zstd"}
-	IsolationLevels = []string{"read_committed", "read_uncommitted"}
-	SASLMechanisms  = []string{"plain", "scram-sha-256", "scram-sha-512"}
+	StartOffsets     = []string{"earliest", "latest"}
+	OffsetResets     = []string{"earliest", "latest", "fail"}
+	WrongPartitions  = []string{"count", "dead_letter"}
+	Compressions     = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	IsolationLevels  = []string{"read_committed", "read_uncommitted"}
+	SASLMechanisms   = []string{"plain", "scram-sha-256", "scram-sha-512"}
+	OutputDeliveries = []string{"at_least_once", "exactly_once"}
 )
 
 // CheckChoice returns nil when v is one of choices, else an error that says

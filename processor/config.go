@@ -40,6 +40,7 @@ const (
 	DefaultMaxTsSkew             = 6 * time.Hour
 	DefaultMergeWait             = 2 * time.Second
 	DefaultIsolationLevel        = "read_committed"
+	DefaultOutputDelivery        = "at_least_once"
 )
 
 // SASL is the account every connection authenticates with.
@@ -179,6 +180,16 @@ type Config struct {
 	// form the next batch, so batches grow with the load without a timer
 	// (docs/pipeline.md, "Output").
 	BatchTimeout time.Duration
+	// OutputDelivery is "at_least_once" (default: predictions are visible
+	// as soon as they are written; after a crash the records since the
+	// last checkpoint are predicted again, under the same ids; the
+	// idempotent producer adds no duplicates of its own) or
+	// "exactly_once" (predictions and dead letters are written in the
+	// transaction of the partition's checkpoint and are visible to
+	// read_committed readers when it commits, once: they wait up to
+	// CheckpointInterval; needs Changelog.Topic, whose marker commits with
+	// them).
+	OutputDelivery string
 	// Compression of the output and dead-letter batches: "none", "gzip",
 	// "snappy", "lz4" or "zstd". Default "lz4" (cheap on CPU; predictions
 	// are JSON and compress several-fold, which is what a network-bound
@@ -233,6 +244,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.IsolationLevel == "" {
 		cfg.IsolationLevel = DefaultIsolationLevel
+	}
+	if cfg.OutputDelivery == "" {
+		cfg.OutputDelivery = DefaultOutputDelivery
 	}
 	if cfg.WrongPartition == "" {
 		cfg.WrongPartition = DefaultWrongPartition
@@ -330,7 +344,7 @@ func (cfg Config) Validate() error {
 		choices  []string
 	}{{"StartOffset", c.StartOffset, StartOffsets}, {"Compression", c.Compression, Compressions},
 		{"OffsetReset", c.OffsetReset, OffsetResets}, {"WrongPartition", c.WrongPartition, WrongPartitions},
-		{"IsolationLevel", c.IsolationLevel, IsolationLevels}} {
+		{"IsolationLevel", c.IsolationLevel, IsolationLevels}, {"OutputDelivery", c.OutputDelivery, OutputDeliveries}} {
 		if err := CheckChoice(e.v, e.choices); err != nil {
 			bad(e.field, "%v", err)
 		}
@@ -350,6 +364,9 @@ func (cfg Config) Validate() error {
 		if cl.ReplicationFactor < 0 || cl.MinInsyncReplicas < 0 || cl.MaxMessageBytes < 1024 {
 			bad("Changelog", "ReplicationFactor and MinInsyncReplicas must be >= 0 and MaxMessageBytes >= 1024")
 		}
+	}
+	if c.OutputDelivery == "exactly_once" && c.Changelog.Topic == "" {
+		bad("OutputDelivery", "exactly_once needs Changelog.Topic: the predictions commit with the checkpoint's changelog marker, which a restore resumes from")
 	}
 	if n := c.Changelog.StandbyReplicas; n < 0 || n > 0 && c.Changelog.Topic == "" {
 		bad("Changelog.StandbyReplicas", "%d: must be >= 0, and needs Changelog.Topic", n)

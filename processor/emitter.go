@@ -30,7 +30,7 @@ import (
 // waits for. A full ring (emitWindow outputs unacknowledged) makes the
 // worker wait: the brokers' pace bounds the memory.
 type emitter struct {
-	kio     kafkaio.Cluster
+	kio     producer // the cluster's idempotent producer, or the partition's transaction
 	log     zerolog.Logger
 	metrics *metrics
 	onAcked func(n int) // told how many predictions were acknowledged
@@ -44,6 +44,12 @@ type emitter struct {
 	failErr  atomic.Pointer[error] // the error that stopped the emitter for good
 	done     chan struct{}         // closed with failErr set
 	doneOnce sync.Once
+}
+
+// producer is what the emitter produces with: kafkaio.Cluster (at least
+// once) or the partition's kafkaio.Txn (exactly once).
+type producer interface {
+	Produce(ctx context.Context, r *kafkaio.Record, done func(*kafkaio.Record, error))
 }
 
 // emitWindow is the ring's size: the outputs a partition may have
@@ -69,7 +75,7 @@ const (
 	slotAcked
 )
 
-func newEmitter(kio kafkaio.Cluster, log zerolog.Logger, m *metrics) *emitter {
+func newEmitter(kio producer, log zerolog.Logger, m *metrics) *emitter {
 	e := &emitter{kio: kio, log: log, metrics: m, slots: make([]outSlot, emitWindow),
 		notify: make(chan struct{}), done: make(chan struct{})}
 	for i := range e.slots {

@@ -123,7 +123,18 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 		return nil
 	}
-	w.em = newEmitter(w.kio, w.log, w.p.m)
+	var out producer = w.kio
+	if w.exactlyOnce() {
+		// The outputs go into the partition's transaction, committed with
+		// each checkpoint's changelog records.
+		if err := w.beginTxn(); err != nil {
+			w.fail(err)
+			<-ctx.Done()
+			return nil
+		}
+		out = w.txn
+	}
+	w.em = newEmitter(out, w.log, w.p.m)
 	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 
 	m := w.newMerger()

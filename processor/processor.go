@@ -374,13 +374,26 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 					lab = kafkaio.End
 				}
 			}
-			w := newWorker(p, store, p.kio, a.ID)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := w.run(wctx, gen, a.Offset, lab); err != nil {
-					fatal.CompareAndSwap(nil, &err)
-					cancel()
+				for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, cfg.RetryBackoffMax) {
+					err := newWorker(p, store, p.kio, a.ID).run(wctx, gen, a.Offset, lab)
+					if errors.Is(err, errRestartPartition) && wctx.Err() == nil {
+						// An exactly-once checkpoint did not commit: from the
+						// last one again, after a pause (Kafka is likely down).
+						p.log.Warn().Err(err).Int("partition", a.ID).Dur("after", backoff).Msg("partition restarts from its last checkpoint")
+						select {
+						case <-wctx.Done():
+						case <-time.After(backoff):
+						}
+						continue
+					}
+					if err != nil && !errors.Is(err, errRestartPartition) {
+						fatal.CompareAndSwap(nil, &err)
+						cancel()
+					}
+					return
 				}
 			}()
 		}
