@@ -200,6 +200,12 @@ const (
 // among its last records; found is false when the partition is empty or
 // holds no marker there (the caller then reads it all).
 func (s Source) LastSeq(ctx context.Context, partition int) (seq uint64, found bool, err error) {
+	seq, _, found, err = s.LastMarker(ctx, partition)
+	return seq, found, err
+}
+
+// LastMarker is LastSeq with the marker's offset.
+func (s Source) LastMarker(ctx context.Context, partition int) (seq uint64, offset int64, found bool, err error) {
 	for w := int64(firstWindow); ; w *= 4 {
 		w = min(w, tailWindow)
 		whole := false
@@ -212,12 +218,12 @@ func (s Source) LastSeq(ctx context.Context, partition int) (seq uint64, found b
 				if err != nil {
 					return fmt.Errorf("changelog %s/%d offset %d: %w", s.Topic, partition, m.Offset, err)
 				}
-				seq, found = d.Marker.Seq, true
+				seq, offset, found = d.Marker.Seq, m.Offset, true
 			}
 			return nil
 		})
 		if err != nil || found || whole || w == tailWindow {
-			return seq, found, err
+			return seq, offset, found, err
 		}
 	}
 }

@@ -129,9 +129,12 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tail, found, err := src.LastSeq(ctx, w.part)
+	tail, at, found, err := src.LastMarker(ctx, w.part)
 	if err != nil {
 		return err
+	}
+	if found {
+		w.markerOffset.Store(at) // a changelog recreated later ends below it
 	}
 	warm, lastRead := w.p.takeStandby(w.part)
 	if found && hasLocal && tail == local {
@@ -583,14 +586,14 @@ func (w *worker) writeChangelog(ctx context.Context, msgs []kafkaio.Record) erro
 	if err != nil {
 		return fmt.Errorf("changelog %s/%d: %w", w.cfg.Changelog.Topic, w.part, err)
 	}
-	if last := msgs[len(msgs)-1].Offset; last < w.markerOffset {
+	if last := msgs[len(msgs)-1].Offset; last < w.markerOffset.Load() {
 		// The marker landed below the last one: the topic was recreated
 		// between two transactions. What this one wrote is there; the
 		// rest of the state is not.
-		w.markerOffset = -1
+		w.markerOffset.Store(last)
 		return fmt.Errorf("changelog %s/%d: marker at offset %d below the previous one: %w", w.cfg.Changelog.Topic, w.part, last, kafkaio.ErrRecreated)
 	} else {
-		w.markerOffset = last
+		w.markerOffset.Store(last)
 	}
 	w.p.c.changelogRecords.Add(int64(len(msgs)))
 	w.p.c.changelogBytes.Add(n)

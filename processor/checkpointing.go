@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -21,8 +22,12 @@ import (
 //     last output emitted. The worker then goes on with the next records.
 //   - on its own goroutine, commitSnapshot runs the protocol of docs/pipeline.md on
 //     the snapshot: (1) wait until the emitter has every output up to that
-//     sequence number acknowledged, (2) Badger commit (atomic, package
-//     checkpoint), (3) group commit of the offsets.
+//     sequence number acknowledged, (2) with a changelog, its records in one
+//     transaction of the partition's transactional producer, (3) Badger
+//     commit (atomic, package checkpoint), (4) group commit of the offsets.
+//     With exactly-once outputs it runs on the worker goroutine: the
+//     transaction holds the outputs up to the snapshot, and the next ones
+//     go into the next.
 //
 // At most one checkpoint per partition is in flight. Evicted learners of the
 // snapshot stay readable from memory (learnerCache.inflight) until it is
@@ -43,12 +48,12 @@ type checkpointState struct {
 	tombstones  []string        // erased keys whose empty bundle a completed checkpoint wrote: tombstoned next
 	lastUpdated *slot           // the learner updated last (its kernel weights go with the snapshot)
 
-	txn              kafkaio.Txn // the partition's transactional producer (changelog, exactly-once outputs)
-	txnOpen          bool        // a transaction of txn is open
-	rebuildChangelog bool        // the next checkpoint writes the partition's whole state to the changelog
-	markerOffset     int64       // offset of the last marker written (checkpoint goroutine only)
-	ckptEp           *episode    // checkpoints abandoned for a Kafka outage, logged once per episode
-	rollAt           time.Time   // when a marker is due to roll the changelog segment holding tombstones
+	txn              kafkaio.Txn  // the partition's transactional producer (changelog, exactly-once outputs)
+	txnOpen          bool         // a transaction of txn is open
+	rebuildChangelog bool         // the next checkpoint writes the partition's whole state to the changelog
+	markerOffset     atomic.Int64 // offset of the last marker written or restored from (the probe compares the log's end)
+	ckptEp           *episode     // checkpoints abandoned for a Kafka outage, logged once per episode
+	rollAt           time.Time    // when a marker is due to roll the changelog segment holding tombstones
 }
 
 // rollDue reports whether the changelog segment holding the tombstones of
@@ -122,7 +127,7 @@ var errRestartPartition = errors.New("processor: partition restarts from its las
 // takeSnapshot returns nil when nothing changed since the last checkpoint
 // and the group's offsets are those of the checkpoint.
 func (w *worker) takeSnapshot() (*snapshot, error) {
-	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind && !w.rollDue() {
+	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind && !w.rollDue() && !w.rebuildChangelog {
 		return nil, nil
 	}
 	w.rollAt = time.Time{} // this checkpoint's marker rolls the segment; one with tombstones sets it again
@@ -241,7 +246,7 @@ func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap
 		if err := w.storeSnapshot(snap); err != nil {
 			return fmt.Errorf("%w: %w", errStoreFailed, err)
 		}
-		if err := w.bootstrapChangelog(ctx); err != nil {
+		if err := w.bootstrapChangelog(w.hard); err != nil {
 			snap.behind = true
 			if err := w.changelogFailed(snap, err); errors.Is(err, errPartitionFailed) {
 				return err
@@ -251,7 +256,7 @@ func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap
 		}
 	} else {
 		if snap.changelog != nil {
-			if err := w.writeChangelog(ctx, snap.changelog); err != nil {
+			if err := w.writeChangelog(w.hard, snap.changelog); err != nil {
 				return w.changelogFailed(snap, err)
 			}
 			if h := TestHookAfterChangelog; h != nil {

@@ -229,6 +229,9 @@ type Config struct {
 	// checkpointTxnBytes, when > 0, caps a Badger transaction (tests force
 	// staged checkpoints with it).
 	checkpointTxnBytes int
+	// loopHook, when set, runs at the top of every turn of a worker's
+	// loop (tests freeze a member with it).
+	loopHook func(part int)
 	// crashOnStop makes a cancelled Run skip the final checkpoints, like a
 	// process killed between two checkpoints (tests).
 	crashOnStop bool

@@ -162,6 +162,11 @@ func (w *worker) reset(topic string, off int64, r kafkaio.Range) (int64, error) 
 type probe struct {
 	ranges        map[string]kafkaio.Range
 	posIn, posLab int64
+	// marker is the offset of the partition's last changelog marker when
+	// the question was asked (-1 none), changelogEnd the changelog
+	// partition's end in the answer (-1 not asked): a log that ends at or
+	// below its own last marker was recreated.
+	marker, changelogEnd int64
 }
 
 // runProbe asks for the log ranges every lagInterval until ctx ends and
@@ -175,9 +180,15 @@ func (w *worker) runProbe(ctx context.Context, out chan<- probe) {
 			return
 		case <-t.C:
 		}
-		pr := probe{posIn: w.posIn.Load(), posLab: w.posLab.Load()}
+		pr := probe{posIn: w.posIn.Load(), posLab: w.posLab.Load(), marker: w.markerOffset.Load(), changelogEnd: -1}
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		rs, err := w.listRanges(qctx)
+		if err == nil && w.cfg.Changelog.Topic != "" && pr.marker >= 0 {
+			var r kafkaio.Range
+			if r, err = w.kio.Offsets(qctx, w.cfg.Changelog.Topic, int32(w.part)); err == nil {
+				pr.changelogEnd = r.End
+			}
+		}
 		cancel()
 		if err != nil {
 			continue // the readers report outages; the lag keeps its last value
@@ -198,6 +209,12 @@ func (w *worker) applyProbe(pr probe, m *merger) {
 	in, ok := pr.ranges[w.cfg.InputTopic]
 	if !ok {
 		return
+	}
+	if pr.changelogEnd >= 0 && pr.changelogEnd <= pr.marker && !w.rebuildChangelog {
+		w.log.Warn().Int64("changelog_end", pr.changelogEnd).Int64("last_marker", pr.marker).
+			Msg("the changelog partition ends below its last marker (the topic was recreated): the next checkpoint writes all of the partition's state")
+		w.rebuildChangelog = true
+		w.markerOffset.Store(-1)
 	}
 	if pr.posIn > in.End {
 		to, err := w.reset(w.cfg.InputTopic, pr.posIn, in)

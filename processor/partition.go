@@ -64,6 +64,7 @@ func newWorker(p *Processor, store *checkpoint.Store, kio kafkaio.Cluster, part 
 	for i := 0; i < p.inParts; i++ {
 		wk.partIDs = append(wk.partIDs, i)
 	}
+	wk.markerOffset.Store(-1)
 	return wk
 }
 
@@ -160,6 +161,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {
+		if h := w.cfg.loopHook; h != nil {
+			h(w.part)
+		}
 		if w.failedErr != nil {
 			break
 		}
@@ -210,7 +214,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 		}
-		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0 || w.groupBehind || w.rollDue()
+		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0 || w.groupBehind || w.rollDue() || w.rebuildChangelog
 		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (due && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
 			if err := w.startCheckpoint(ctx, gen); err != nil {
 				return err

@@ -240,6 +240,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		ID: cfg.Group, Brokers: cfg.Brokers, Dialer: dialer, Topics: groupTopics,
 		GroupBalancers: balancers, HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout,
 		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: 200 * time.Millisecond, StartOffset: start,
+		// Partitions added to the input start a rebalance that assigns
+		// them (their changelog partitions are added then).
+		WatchPartitionChanges: true, PartitionWatchInterval: 10 * time.Second,
 		Timeout:     5 * time.Second,
 		Logger:      kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug().Str("client", "kafka-go").Msgf(f, a...) }),
 		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug().Str("client", "kafka-go").Msgf(f, a...) }),

@@ -18,24 +18,25 @@ type produced struct {
 	hdrs    []kgo.RecordHeader
 	src     *Record
 	done    func(*Record, error)
+	txn     *txn // the transaction it belongs to, if any: a failure fails it
 	promise func(*kgo.Record, error)
 }
 
 // Produce implements Cluster.
 func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
-	produce(ctx, c.cl, r, done)
+	produce(ctx, c.cl, nil, r, done)
 }
 
 // produce produces r with cl (the idempotent producer, or a transactional
 // one).
-func produce(ctx context.Context, cl *kgo.Client, r *Record, done func(*Record, error)) {
+func produce(ctx context.Context, cl *kgo.Client, in *txn, r *Record, done func(*Record, error)) {
 	w := r.produced
 	if w == nil {
 		w = &produced{}
 		w.promise = func(kr *kgo.Record, err error) { delivered(w, kr, err) }
 		r.produced = w
 	}
-	w.src, w.done = r, done
+	w.src, w.done, w.txn = r, done, in
 	w.hdrs = w.hdrs[:0]
 	for _, h := range r.Headers {
 		w.hdrs = append(w.hdrs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
@@ -47,12 +48,14 @@ func produce(ctx context.Context, cl *kgo.Client, r *Record, done func(*Record, 
 
 // delivered is the promise of every produced record.
 func delivered(w *produced, kr *kgo.Record, err error) {
-	r, done := w.src, w.done
+	r, done, t := w.src, w.done, w.txn
 	if err == nil {
 		r.Partition, r.Offset = kr.Partition, kr.Offset
+	} else if t != nil {
+		t.fail(r, err)
 	}
 	clear(w.hdrs)
-	w.src, w.done, w.kr = nil, nil, kgo.Record{}
+	w.src, w.done, w.txn, w.kr = nil, nil, nil, kgo.Record{}
 	done(r, err)
 }
 

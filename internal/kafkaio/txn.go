@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -64,6 +65,10 @@ func (c *Client) Transactional(id string) (Txn, error) {
 type txn struct {
 	cl *kgo.Client
 	id string
+
+	mu     sync.Mutex
+	failed error               // the first record of the open transaction that failed
+	topics map[string]struct{} // the topics it wrote to
 }
 
 func (t *txn) Init(ctx context.Context) error {
@@ -71,14 +76,43 @@ func (t *txn) Init(ctx context.Context) error {
 	return t.classify("init", err)
 }
 
-func (t *txn) Begin() error { return t.classify("begin", t.cl.BeginTransaction()) }
+func (t *txn) Begin() error {
+	t.mu.Lock()
+	t.failed = nil
+	t.mu.Unlock()
+	return t.classify("begin", t.cl.BeginTransaction())
+}
 
+// Produce implements Txn. A record that fails makes the transaction fail:
+// kgo would commit the others without it.
 func (t *txn) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
-	produce(ctx, t.cl, r, done)
+	t.mu.Lock()
+	if _, ok := t.topics[r.Topic]; !ok {
+		if t.topics == nil {
+			t.topics = map[string]struct{}{}
+		}
+		t.topics[r.Topic] = struct{}{}
+	}
+	t.mu.Unlock()
+	produce(ctx, t.cl, t, r, done)
+}
+
+// fail notes a record of the open transaction that failed.
+func (t *txn) fail(r *Record, err error) {
+	t.mu.Lock()
+	if t.failed == nil {
+		t.failed = fmt.Errorf("produce to %s/%d: %w", r.Topic, r.Partition, err)
+	}
+	t.mu.Unlock()
 }
 
 func (t *txn) Commit(ctx context.Context) error {
 	err := t.cl.Flush(ctx)
+	if err == nil {
+		t.mu.Lock()
+		err = t.failed
+		t.mu.Unlock()
+	}
 	if err == nil {
 		if err = t.cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
 			return nil
@@ -86,15 +120,35 @@ func (t *txn) Commit(ctx context.Context) error {
 	}
 	// Nothing of a transaction that did not commit may become visible:
 	// abort it (a fenced producer's was aborted by its fencer).
-	if abortErr := t.abort(ctx); abortErr != nil && !isFenced(err) {
+	if abortErr := t.abort(); abortErr != nil && !isFenced(err) {
 		err = errors.Join(err, abortErr)
 	}
-	return t.classify("commit", err)
+	err = t.classify("commit", err)
+	if errors.Is(err, ErrRecreated) {
+		// kgo keeps the old topic's id, and every produce to it fails,
+		// until the topic is purged: the next transaction writes to the
+		// new one.
+		t.mu.Lock()
+		topics := make([]string, 0, len(t.topics))
+		for topic := range t.topics {
+			topics = append(topics, topic)
+		}
+		t.mu.Unlock()
+		t.cl.PurgeTopicsFromProducing(topics...)
+	}
+	return err
 }
 
-func (t *txn) Abort(ctx context.Context) error { return t.classify("abort", t.abort(ctx)) }
+func (t *txn) Abort(context.Context) error { return t.classify("abort", t.abort()) }
 
-func (t *txn) abort(ctx context.Context) error {
+// abortTimeout bounds an abort. Its context is not the caller's: an
+// abort cut short by a context that already ended (a revoke) would leave
+// the producer inside the transaction, unable to begin the next one.
+const abortTimeout = 30 * time.Second
+
+func (t *txn) abort() error {
+	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+	defer cancel()
 	if err := t.cl.AbortBufferedRecords(ctx); err != nil {
 		return err
 	}

@@ -1,0 +1,368 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/broker"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
+)
+
+// Tests of the state in Kafka under an operator's bad day: a zombie
+// member, a recreated changelog, a topic limit below the configured one, a
+// permanent write failure, a key whose pending entries outgrow a record,
+// partitions added to the input, a full disk. Each fails on the changelog
+// written without transactions.
+
+// changelogConfig is testConfig with a changelog topic.
+func changelogConfig(t *testing.T, addr, dir string) Config {
+	cfg := testConfig(t, addr, dir, lmsSpec, nil)
+	cfg.Changelog.Topic = "cl"
+	return cfg
+}
+
+// restoreFresh runs a member with an empty disk until every partition with
+// state has been restored from the changelog, stops it, and returns its
+// checkpoint directory (readable by storedStates).
+func restoreFresh(t *testing.T, addr string, restores int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	r := start(t, changelogConfig(t, addr, dir))
+	waitUntil(t, 60*time.Second, "the partitions restored from the changelog", func() bool {
+		return r.p.Ready() && r.p.c.restores.Load() >= restores
+	})
+	r.stop(t)
+	return dir
+}
+
+// TestZombieIsFenced: member A is frozen past its session timeout with
+// state it has not checkpointed (its heartbeats hang, as a paused VM's
+// would); B takes its partitions, processes everything and checkpoints. A
+// thaws, still believing it owns them, and its revoke's final checkpoint
+// writes its stale state. That write is fenced by B's transactional
+// producer: after B stops and the input is trimmed to the committed
+// offsets, a member with an empty disk restores B's state, equal to an
+// uninterrupted run's. Without fencing, A's stale marker and bundles land
+// after B's and the restore takes them.
+func TestZombieIsFenced(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "", shortSessions)
+	addr := c.ListenAddrs()[0]
+	recs := stream(6, 30, 3, 51)
+	produce(t, addr, recs)
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+
+	var frozen atomic.Bool
+	thaw := make(chan struct{})
+	cfgA := changelogConfig(t, addr, t.TempDir())
+	cfgA.SessionTimeout, cfgA.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	cfgA.CheckpointInterval, cfgA.CheckpointMaxRecords = time.Hour, 1<<30 // its state stays unwritten until the revoke
+	cfgA.loopHook = func(int) {
+		if frozen.Load() {
+			<-thaw
+		}
+	}
+	a := start(t, cfgA)
+	waitDone(t, a, newConsumer(t, addr, tOut), ref)
+
+	// Freeze A: its workers stop, its heartbeats hang until the thaw.
+	info := c.GroupInfo("g")
+	if info == nil || len(info.Members) != 1 {
+		t.Fatalf("group: %+v", info)
+	}
+	memberA := info.Members[0].MemberID
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if frozen.Load() && req.(*kmsg.HeartbeatRequest).MemberID == memberA {
+			c.SleepControl(func() { <-thaw })
+		}
+		return nil, nil, false
+	})
+	frozen.Store(true)
+
+	cfgB := changelogConfig(t, addr, t.TempDir())
+	cfgB.SessionTimeout, cfgB.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	b := start(t, cfgB)
+	waitUntil(t, 60*time.Second, "B processing every partition", func() bool {
+		st := b.p.Stats()
+		return b.p.Ready() && len(st.Partitions) == nParts && st.Lag == 0 && st.Checkpoints >= nParts
+	})
+
+	// Thaw A: it checkpoints its stale state on the revoke it learns of.
+	frozen.Store(false)
+	close(thaw)
+	waitUntil(t, 30*time.Second, "A's revoke", func() bool {
+		return len(a.p.Failed()) > 0 || a.p.c.checkpoints.Load() > 0
+	})
+	fenced := 0
+	for _, err := range a.p.Failed() {
+		if errors.Is(err, errPartitionFailed) && strings.Contains(err.Error(), "fenced") {
+			fenced++
+		}
+	}
+	a.stop(t)
+	b.stop(t)
+	if fenced == 0 {
+		t.Errorf("no write of A was fenced (failed %v, checkpoints %d)", a.p.Failed(), a.p.c.checkpoints.Load())
+	}
+	trimToCommitted(t, addr, "g")
+	checkStates(t, ref, restoreFresh(t, addr, partitionsOf(recs)))
+}
+
+// partitionsOf is how many input partitions hold the keys of recs.
+func partitionsOf(recs []testRecord) int64 {
+	parts := map[int]bool{}
+	for _, r := range recs {
+		parts[partitionOf(&kafkaio.Record{Key: []byte(r.key)}, []int{0, 1, 2})] = true
+	}
+	return int64(len(parts))
+}
+
+// trimToCommitted deletes the input's records below group's committed
+// offsets, as retention may.
+func trimToCommitted(t *testing.T, addr, group string) {
+	t.Helper()
+	committed, err := broker.Committed(context.Background(), []string{addr}, group, tIn, nParts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.DeleteRecords(context.Background(), []string{addr}, tIn, committed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChangelogRecreatedUnderARunningMember: the changelog topic is deleted
+// and created again while the member runs; its next checkpoints find it
+// (the transaction's topic is gone, or the marker lands below the last
+// one) and write the whole partition again, so a member with an empty disk
+// restores every learner. Without it, the running member wrote only the
+// keys it changed afterwards.
+func TestChangelogRecreatedUnderARunningMember(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	first := stream(12, 10, 3, 52)
+	produce(t, addr, first)
+	r := start(t, changelogConfig(t, addr, t.TempDir()))
+	out := newConsumer(t, addr, tOut)
+	waitDone(t, r, out, replay(t, lmsSpec, first, DefaultTopK))
+	waitUntil(t, 30*time.Second, "a checkpoint of every partition", func() bool { return r.p.Stats().Checkpoints >= nParts })
+
+	withAdmin(t, addr, func(ctx context.Context, cl *kgo.Client) { deleteTopicWith(ctx, t, cl, "cl") })
+	if err := c.CreateTopic("cl", nParts, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	// Records of two keys only: without the rebuild, the new changelog
+	// would hold those two and the markers.
+	var more []testRecord
+	for i := 0; i < 10; i++ {
+		for _, k := range []string{"user-0", "user-1"} {
+			more = append(more, testRecord{key: k, value: fmt.Sprintf(`{"id":"more-%d","x":[%d,1,2],"y":1}`, i, i)})
+		}
+	}
+	produce(t, addr, more)
+	all := append(append([]testRecord(nil), first...), more...)
+	ref := replay(t, lmsSpec, all, DefaultTopK)
+	waitDone(t, r, out, ref)
+	ckpts := r.p.Stats().Checkpoints
+	waitUntil(t, 60*time.Second, "the changelog written again", func() bool { return r.p.Stats().Checkpoints >= ckpts+nParts })
+	r.stop(t)
+	checkStates(t, ref, restoreFresh(t, addr, partitionsOf(all)))
+}
+
+// TestChangelogLimitBelowTheCheckpoint: the changelog topic exists with a
+// max.message.bytes of 16 KiB, below both the configured limit and one
+// checkpoint of 400 changed keys. The producer splits the checkpoint into
+// batches under the topic's real limit, every checkpoint commits, and a
+// member with an empty disk restores all of it. Sent as one batch, the
+// checkpoint was refused, carried into the next, larger one, for ever.
+func TestChangelogLimitBelowTheCheckpoint(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	if err := c.CreateTopic("cl", nParts, map[string]string{"cleanup.policy": "compact", "max.message.bytes": "16384"}); err != nil {
+		t.Fatal(err)
+	}
+	recs := stream(400, 2, 3, 53)
+	produce(t, addr, recs)
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	cfg := changelogConfig(t, addr, t.TempDir())
+	cfg.MaxLearners, cfg.CheckpointMaxRecords = 1000, 100000
+	r := start(t, cfg)
+	waitDone(t, r, newConsumer(t, addr, tOut), ref)
+	r.stop(t)
+	st := r.p.Stats()
+	if st.CheckpointsAbandoned != 0 || len(r.p.Failed()) != 0 {
+		t.Fatalf("%d checkpoints abandoned, failed %v", st.CheckpointsAbandoned, r.p.Failed())
+	}
+	checkStates(t, ref, restoreFresh(t, addr, partitionsOf(recs)))
+}
+
+// TestChangelogWriteRefused: writes to the changelog are denied (ACL): the
+// partitions stop loudly (not ready, failed_partitions_total, an error
+// naming the topic) instead of carrying every abandoned checkpoint's
+// changes into the next while reporting ready.
+func TestChangelogWriteRefused(t *testing.T) {
+	t.Parallel()
+	allow := func(rt kmsg.ACLResourceType) kfake.ACL {
+		return kfake.ACL{Resource: rt, Name: "*", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationAll, Allow: true}
+	}
+	deny := kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "cl", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationWrite}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "app", "pw", allow(kmsg.ACLResourceTypeTopic), allow(kmsg.ACLResourceTypeGroup), allow(kmsg.ACLResourceTypeCluster),
+			allow(kmsg.ACLResourceTypeTransactionalId), deny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	cfg := changelogConfig(t, addr, t.TempDir())
+	cfg.SASL = &SASL{Mechanism: "plain", Username: "app", Password: "pw"}
+	r := start(t, cfg)
+	defer r.stop(t)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(plainAuth("admin", "admin")), kgo.DefaultProduceTopic(tIn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for i := 0; i < 30; i++ {
+		if err := admin.ProduceSync(context.Background(), &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf(`{"id":"%d","x":[1,2,3],"y":1}`, i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 60*time.Second, "the partitions failed", func() bool { return len(r.p.Failed()) > 0 })
+	if r.p.Ready() {
+		t.Error("ready with partitions that cannot checkpoint")
+	}
+	for part, err := range r.p.Failed() {
+		if !strings.Contains(err.Error(), `cl/`) || !strings.Contains(strings.ToLower(err.Error()), "authoriz") {
+			t.Errorf("partition %d: %v does not name the changelog and the cause", part, err)
+		}
+	}
+}
+
+// TestPendingEntriesOutgrowARecord: one key has 300 pending entries, about
+// 33 KB of them, and the changelog topic takes records of 8 KiB: pending
+// entries are records of their own, so the key's checkpoint is written and
+// restored. In one bundle with its learner, the key stopped the whole
+// process (and the next owner's, through the group).
+func TestPendingEntriesOutgrowARecord(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	if err := c.CreateTopic("cl", nParts, map[string]string{"cleanup.policy": "compact", "max.message.bytes": "8192"}); err != nil {
+		t.Fatal(err)
+	}
+	var recs []testRecord
+	for i := 0; i < 300; i++ {
+		recs = append(recs, testRecord{key: "hot", value: fmt.Sprintf(`{"id":"%d","x":[%d.5,1.25,2.75]}`, i, i%7)})
+	}
+	produce(t, addr, recs)
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	r := start(t, changelogConfig(t, addr, t.TempDir()))
+	waitDone(t, r, newConsumer(t, addr, tOut), ref)
+	r.stop(t)
+	if f := r.p.Failed(); len(f) > 0 {
+		t.Fatalf("failed partitions %v", f)
+	}
+	dir := restoreFresh(t, addr, 1)
+	checkStates(t, ref, dir)
+	if n := storedPending(t, dir); n != 300 {
+		t.Errorf("%d pending entries restored, want 300", n)
+	}
+}
+
+// TestInputPartitionsAdded: partitions are added to the input between two
+// runs; the changelog, created with the old count, is grown to the new one
+// instead of the member refusing to start (every member, a crash loop),
+// and the new partitions' records are processed and checkpointed.
+func TestInputPartitionsAdded(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	produce(t, addr, stream(6, 5, 3, 54))
+	dir := t.TempDir()
+	r := start(t, changelogConfig(t, addr, dir))
+	waitUntil(t, 30*time.Second, "checkpoints", func() bool { return r.p.Stats().Checkpoints > 0 && r.p.Stats().Lag == 0 })
+	r.stop(t)
+	withAdmin(t, addr, func(ctx context.Context, cl *kgo.Client) {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = tIn, nParts+2
+		req.Topics = append(req.Topics, rt)
+		if _, err := req.RequestWith(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r = start(t, changelogConfig(t, addr, dir))
+	defer r.stop(t)
+	waitUntil(t, 60*time.Second, "every partition, the added ones too", func() bool {
+		return r.p.Ready() && len(r.p.Stats().Partitions) == nParts+2
+	})
+	if n := len(c.PartitionInfos("cl")); n != nParts+2 {
+		t.Fatalf("changelog has %d partitions, want %d", n, nParts+2)
+	}
+}
+
+// TestDiskNearlyFull: with less free space than checkpoint.min_free_mib the
+// partitions neither read nor checkpoint, the processor is not ready and
+// the free space is exported; nothing is written that Badger would need to
+// extend a memory-mapped file for.
+func TestDiskNearlyFull(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	produce(t, addr, stream(6, 5, 3, 55))
+	cfg := changelogConfig(t, addr, t.TempDir())
+	cfg.CheckpointMinFreeMiB = 1 << 40 // more than any disk has
+	r := start(t, cfg)
+	defer r.stop(t)
+	time.Sleep(3 * time.Second)
+	st := r.p.Stats()
+	if r.p.Ready() || st.Checkpoints != 0 || st.Predictions != 0 {
+		t.Fatalf("ready %v, %d checkpoints, %d predictions with the disk full", r.p.Ready(), st.Checkpoints, st.Predictions)
+	}
+	if free := r.p.c.disk.free.Load(); free <= 0 {
+		t.Fatalf("free space %d not exported", free)
+	}
+}
+
+// storedPending counts the pending entries of a checkpoint directory.
+func storedPending(t *testing.T, dir string) int {
+	t.Helper()
+	s := openStore(t, dir)
+	defer s.Close()
+	n := 0
+	for p := 0; p < nParts; p++ {
+		if err := s.EachPending(p, func(_, _ []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+func openStore(t *testing.T, dir string) *checkpoint.Store {
+	t.Helper()
+	s, err := checkpoint.Open(checkpoint.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func plainAuth(user, pass string) sasl.Mechanism {
+	return plain.Auth{User: user, Pass: pass}.AsMechanism()
+}
