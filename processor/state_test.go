@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -365,4 +366,66 @@ func openStore(t *testing.T, dir string) *checkpoint.Store {
 
 func plainAuth(user, pass string) sasl.Mechanism {
 	return plain.Auth{User: user, Pass: pass}.AsMechanism()
+}
+
+// TestExactlyOnceOutputs: with output.delivery exactly_once a member is
+// killed between checkpoints (no final checkpoint: its open transaction
+// holds predictions already written), and another resumes. A
+// read_committed reader of the output sees every prediction exactly once,
+// each equal to a direct replay's; the killed member's uncommitted ones
+// were aborted by the resuming member's fencing.
+func TestExactlyOnceOutputs(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	recs := stream(6, 40, 3, 56)
+	half := len(recs) / 2
+	produce(t, addr, recs[:half])
+	dir := t.TempDir()
+	cfg := changelogConfig(t, addr, dir)
+	// A checkpoint every 40 records, none by time: the last records of
+	// each partition stay in an open transaction when the member dies.
+	cfg.OutputDelivery, cfg.CheckpointInterval, cfg.CheckpointMaxRecords = "exactly_once", time.Hour, 40
+	cfg.crashOnStop = true
+	committed := newCommittedConsumer(t, addr, tOut)
+	everything := newConsumer(t, addr, tOut) // read_uncommitted: sees the open transaction's records too
+	a := start(t, cfg)
+	committed.waitFor(60*time.Second, "committed predictions", func(rs []outRecord) bool { return len(rs) > 0 })
+	firstHalf := len(replay(t, lmsSpec, recs[:half], DefaultTopK).yhat)
+	everything.waitFor(60*time.Second, "the first half predicted", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= firstHalf })
+	a.stop(t) // killed: what it wrote since its last checkpoint is in an open transaction
+	cfg.CheckpointInterval = 300 * time.Millisecond
+
+	produce(t, addr, recs[half:])
+	cfg.crashOnStop = false
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	b := start(t, cfg)
+	outs := committed.waitFor(60*time.Second, "every prediction committed", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	b.stop(t)
+	outs = committed.waitFor(10*time.Second, "the final commits", func([]outRecord) bool { return true })
+	checkPredictions(t, ref, outs)
+	seen := map[string]int{}
+	for _, o := range outs {
+		seen[o.Key+"/"+string(o.ID)]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s committed %d times", id, n)
+		}
+	}
+	all := everything.waitFor(10*time.Second, "every record written", func(rs []outRecord) bool { return len(rs) > len(outs) })
+	t.Logf("%d predictions written, %d committed (the rest aborted with the killed member's transaction)", len(all), len(outs))
+}
+
+// newCommittedConsumer is newConsumer reading read_committed, as the
+// downstream of exactly-once outputs must.
+func newCommittedConsumer(t *testing.T, addr, topic string) *consumer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &consumer{t: t, cl: cl, close: sync.OnceFunc(cl.Close)}
+	t.Cleanup(c.close)
+	return c
 }
