@@ -360,6 +360,9 @@ func (w *worker) complete(res ckptResult) error {
 		w.cache.committed(res.snap.fresh)
 		w.p.c.checkpoints.Add(1)
 		w.onDiskGauge.Set(float64(w.cache.onDisk))
+		if off, ok := res.snap.offsets[w.cfg.InputTopic][w.part]; ok {
+			w.ckptGauge.Set(float64(off))
+		}
 		if res.snap.kernelW != nil {
 			w.p.m.setKernelWeights(w.part, res.snap.kernelW)
 		}

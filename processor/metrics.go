@@ -22,9 +22,12 @@ type metrics struct {
 	restoreSecs   *prometheus.GaugeVec
 	restoreRecs   *prometheus.GaugeVec
 	standbyLag    *prometheus.GaugeVec
+	position      *prometheus.GaugeVec
+	end           *prometheus.GaugeVec
+	checkpointed  *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
+func newMetrics(reg prometheus.Registerer, c *counters, model string, minFreeBytes int64) *metrics {
 	m := &metrics{
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "kernelstream", Name: "input_to_prediction_seconds",
@@ -60,6 +63,20 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 			Namespace: "kernelstream", Name: "changelog_standby_lag_records",
 			Help: "Changelog records not yet read by this member's standby copy of the partition.",
 		}, []string{"partition"}),
+		// Per partition, so that an alert sees one stuck partition that the
+		// sums of a busy member would hide.
+		position: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "partition_offset",
+			Help: "The next input offset the partition processes, sampled every second with partition_end_offset.",
+		}, []string{"partition"}),
+		end: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "partition_end_offset",
+			Help: "The input partition's end (last stable offset under read_committed), sampled every second.",
+		}, []string{"partition"}),
+		checkpointed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "kernelstream", Name: "partition_checkpointed_offset",
+			Help: "The input offset of the partition's last committed checkpoint, where a restart resumes (0 before its first).",
+		}, []string{"partition"}),
 	}
 	if reg == nil {
 		return m
@@ -88,6 +105,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counter("learner_panics_total", "Records on which a learner panicked (record dead-lettered, learner restored).", func() float64 { return float64(c.panics.Load()) })
 	counterVec("offset_resets_total", "Resume offsets out of the log's range, by the policy applied.", "policy", resetNames[:], func(i int) float64 { return float64(c.resets[i].Load()) })
 	counter("log_truncations_total", "Log truncations detected under a position being read (KIP-320); reading went on where the log diverged.", func() float64 { return float64(c.truncations.Load()) })
+	gauge("failed_partitions", "Partitions of this member stopped now by a non-retriable error (until the next rebalance or restart).", func() float64 { return float64(c.failedNow.Load()) })
 	counter("failed_partitions_total", "Partitions stopped by a non-retriable error (the processor is then not ready).", func() float64 { return float64(c.failed.Load()) })
 	counter("decisions_total", "Decisions (answers to arms records) emitted.", func() float64 { return float64(c.decisions.Load()) })
 	counter("updates_total", "Learner updates applied.", func() float64 { return float64(c.updates.Load()) })
@@ -96,6 +114,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 	counter("replayed_records_total", "Input records replayed without emitting to rebuild state.", func() float64 { return float64(c.replayed.Load()) })
 	counter("checkpoints_total", "Partition checkpoints committed.", func() float64 { return float64(c.checkpoints.Load()) })
 	gauge("state_disk_free_bytes", "Free space of the checkpoint directory's file system at the last check (-1 unknown); below checkpoint.min_free_mib the partitions stop (not ready).", func() float64 { return float64(c.disk.free.Load()) })
+	gauge("state_disk_min_free_bytes", "checkpoint.min_free_mib in bytes: the free space below which the partitions stop.", func() float64 { return float64(minFreeBytes) })
 	counter("checkpoints_abandoned_total", "Partition checkpoints abandoned (outputs unacknowledged, Kafka unavailable): their changes went into the next one.", func() float64 { return float64(c.ckptAbandoned.Load()) })
 	counter("checkpoint_wait_seconds_total", "Time partitions stopped reading to let a checkpoint in flight finish, once twice checkpoint.max_records evicted learners were held in memory behind it (the state store is slower than the stream).",
 		func() float64 { return float64(c.ckptWaitNanos.Load()) / 1e9 })
@@ -124,7 +143,7 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string) *metrics {
 		}
 		return math.Float64frombits(c.lossBits.Load()) / float64(n)
 	}))
-	reg.MustRegister(m.latency, m.checkpointDur, m.lag, m.onDisk, m.kernelWeight, m.restoreSecs, m.restoreRecs, m.standbyLag)
+	reg.MustRegister(m.latency, m.checkpointDur, m.lag, m.onDisk, m.kernelWeight, m.restoreSecs, m.restoreRecs, m.standbyLag, m.position, m.end, m.checkpointed)
 	return m
 }
 

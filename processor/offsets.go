@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -174,6 +175,8 @@ type probe struct {
 func (w *worker) runProbe(ctx context.Context, out chan<- probe) {
 	t := time.NewTicker(lagInterval)
 	defer t.Stop()
+	pos := w.p.m.position.WithLabelValues(strconv.Itoa(w.part))
+	end := w.p.m.end.WithLabelValues(strconv.Itoa(w.part))
 	for {
 		select {
 		case <-ctx.Done():
@@ -192,6 +195,12 @@ func (w *worker) runProbe(ctx context.Context, out chan<- probe) {
 		cancel()
 		if err != nil {
 			continue // the readers report outages; the lag keeps its last value
+		}
+		if in, ok := rs[w.cfg.InputTopic]; ok && pr.posIn >= 0 {
+			// From here, not from the worker: a worker that is stuck
+			// still shows a position that stands while the end moves.
+			pos.Set(float64(pr.posIn))
+			end.Set(float64(in.End))
 		}
 		pr.ranges = rs
 		select {

@@ -117,6 +117,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		w.p.c.lag.Add(-w.lag)
 		w.p.m.lag.DeleteLabelValues(part)
 		w.p.m.onDisk.DeleteLabelValues(part)
+		w.p.m.position.DeleteLabelValues(part)
+		w.p.m.end.DeleteLabelValues(part)
+		w.p.m.checkpointed.DeleteLabelValues(part)
 	}()
 	if err := w.resolveOffsets(ctx); err != nil {
 		if w.failedErr != nil { // OffsetReset fail: hold the partition, not ready
@@ -156,8 +159,15 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	}()
 	probes := make(chan probe, 1)
 	pctx, pcancel := context.WithCancel(ctx) // outlives the fetchers of a failed partition
-	defer pcancel()
-	go w.runProbe(pctx, probes)
+	probing := make(chan struct{})
+	go func() {
+		defer close(probing)
+		w.runProbe(pctx, probes)
+	}()
+	defer func() {
+		pcancel()
+		<-probing // it sets the partition's gauges, deleted when the worker ends
+	}()
 	tick := time.NewTicker(min(w.cfg.CheckpointInterval, time.Second))
 	defer tick.Stop()
 	for ctx.Err() == nil {

@@ -85,7 +85,7 @@ func New(cfg Config) (*Processor, error) {
 	h.Write(spec)
 	p := &Processor{cfg: cfg, log: cfg.Logger.With().Str("component", "processor").Logger(), loss: loss,
 		factory: factory, specHash: h.Sum64(), assigned: map[int]bool{}}
-	p.m = newMetrics(cfg.Registerer, &p.c, cfg.Model.Algorithm)
+	p.m = newMetrics(cfg.Registerer, &p.c, cfg.Model.Algorithm, cfg.minFreeBytes())
 	return p, nil
 }
 
@@ -137,6 +137,7 @@ func (p *Processor) setFailed(part int, err error) {
 		p.failed = map[int]error{}
 	}
 	p.failed[part] = err
+	p.c.failedNow.Store(int64(len(p.failed)))
 	p.mu.Unlock()
 	p.c.failed.Add(1)
 }
@@ -316,6 +317,7 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 	p.mu.Lock()
 	p.assigned = map[int]bool{}
 	p.failed = nil
+	p.c.failedNow.Store(0)
 	for _, a := range parts {
 		p.assigned[a.ID] = false
 	}

@@ -78,28 +78,12 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("learners on disk %d (want %d), in memory %d (cap %d)", st.LearnersOnDisk, len(ref.states), st.LearnersInMemory, cfg.MaxLearners)
 	}
 	defer r.stop(t)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	value := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			name := mf.GetName()
-			for _, l := range m.GetLabel() {
-				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
-			}
-			value[name] += v
-			if name != mf.GetName() {
-				value[mf.GetName()] += v
-			}
-		}
-	}
+	value := gathered(t, reg)
 	for _, want := range []string{"records_total", "predictions_total", "updates_total", "dead_letters_total", "pending_labels",
 		"pending_expired_total", "checkpoint_duration_seconds", "partition_lag_records", "input_to_prediction_seconds",
 		"progressive_loss", "learners_in_memory", "learners_on_disk", "replayed_records_total", "numerical_rejections_total",
-		"unknown_labels_total", "decisions_total", "checkpoints_total", "kernel_weight"} {
+		"unknown_labels_total", "decisions_total", "checkpoints_total", "kernel_weight", "partition_offset",
+		"partition_end_offset", "partition_checkpointed_offset", "failed_partitions", "state_disk_min_free_bytes"} {
 		if _, ok := value["kernelstream_"+want]; !ok {
 			t.Errorf("metric kernelstream_%s missing", want)
 		}
@@ -118,6 +102,48 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("counters did not move: %v", value)
 	}
 	t.Logf("%d series", len(value))
+	// Per partition, sampled by the probe: the position reaches the end,
+	// and a checkpoint covers it (the series the stall alerts compare).
+	waitUntil(t, 10*time.Second, "every partition at its end and checkpointed there", func() bool {
+		v, seen := gathered(t, reg), 0
+		for p := 0; p < nParts; p++ {
+			l := "{partition=" + itoa(p) + "}"
+			end := v["kernelstream_partition_end_offset"+l]
+			if end == 0 {
+				continue
+			}
+			seen++
+			if v["kernelstream_partition_offset"+l] != end || v["kernelstream_partition_checkpointed_offset"+l] != end {
+				return false
+			}
+		}
+		return seen > 0 && v["kernelstream_failed_partitions"] == 0
+	})
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// gathered reads reg into a map from name{label=value}... (and the bare
+// name, summed over its series) to the value (a histogram's sample count).
+func gathered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			value[name] += v
+			if name != mf.GetName() {
+				value[mf.GetName()] += v
+			}
+		}
+	}
+	return value
+}

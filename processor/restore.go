@@ -77,6 +77,8 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	w.onDiskGauge = w.p.m.onDisk.WithLabelValues(strconv.Itoa(w.part))
 	w.onDiskGauge.Set(float64(w.cache.onDisk))
 	w.lagGauge = w.p.m.lag.WithLabelValues(strconv.Itoa(w.part))
+	w.ckptGauge = w.p.m.checkpointed.WithLabelValues(strconv.Itoa(w.part))
+	w.ckptGauge.Set(float64(max(w.nextIn, 0))) // the checkpoint's offset; 0 before the first
 	w.log.Info().Int64("next_offset", w.nextIn).Int64("group_offset", groupIn).Int64("emit_from", w.emitFrom).
 		Int("pending", len(entries)).Bool("checkpoint", ok).Msg("partition restored")
 	return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -232,6 +233,8 @@ func TestChangelogWriteRefused(t *testing.T) {
 	addr := c.ListenAddrs()[0]
 	cfg := changelogConfig(t, addr, t.TempDir())
 	cfg.SASL = &SASL{Mechanism: "plain", Username: "app", Password: "pw"}
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
 	r := start(t, cfg)
 	defer r.stop(t)
 	admin, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(plainAuth("admin", "admin")), kgo.DefaultProduceTopic(tIn))
@@ -253,6 +256,22 @@ func TestChangelogWriteRefused(t *testing.T) {
 			t.Errorf("partition %d: %v does not name the changelog and the cause", part, err)
 		}
 	}
+	// The alerts' series: failed partitions now (not a total that one
+	// restart resets), and each failed partition's position ahead of its
+	// last checkpoint (0: it never checkpointed).
+	waitUntil(t, 10*time.Second, "the failure in the metrics", func() bool {
+		v, failed := gathered(t, reg), r.p.Failed()
+		if v["kernelstream_failed_partitions"] != float64(len(failed)) {
+			return false
+		}
+		for part := range failed {
+			l := "{partition=" + itoa(part) + "}"
+			if !(v["kernelstream_partition_offset"+l] > v["kernelstream_partition_checkpointed_offset"+l]) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestPendingEntriesOutgrowARecord: one key has 300 pending entries, about

@@ -114,6 +114,7 @@ type counters struct {
 	ckptAbandoned atomic.Int64
 	disk          diskGuard     // free space of the checkpoint directory (disk.go)
 	failed        atomic.Int64  // partitions stopped by a non-retriable error
+	failedNow     atomic.Int64  // of those, the ones stopped in the current generation
 	acked         atomic.Int64  // predictions acknowledged by the brokers
 	lossBits      atomic.Uint64 // float64 sum, CAS-added
 	lossCount     atomic.Int64

@@ -35,6 +35,7 @@ type published struct {
 	lag         int64 // last lag published to the counters
 	lagGauge    prometheus.Gauge
 	onDiskGauge prometheus.Gauge
+	ckptGauge   prometheus.Gauge // partition_checkpointed_offset
 }
 
 // publishEvery is how many records a busy worker handles between publishes.
