@@ -1,0 +1,207 @@
+package processor
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kernelstream/kernelstream/changelog"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/wire"
+)
+
+// Checkpoint logic of one partition that needs no broker: what a
+// checkpoint carries after abandoned ones, what a replay's skipped records
+// do to the watermark, and the marker that rolls an idle partition's
+// tombstones. The broker-level cases are in state_test.go.
+
+// settle takes a checkpoint of the tester's partition and settles it as
+// the background commit would have: written to Badger when err is nil,
+// abandoned (or failed) with err otherwise.
+func (ts *tester) settle(err error) *snapshot {
+	ts.t.Helper()
+	snap, e := ts.w.takeSnapshot()
+	if e != nil {
+		ts.t.Fatal(e)
+	}
+	if snap == nil {
+		return nil
+	}
+	if err == nil {
+		if e := ts.w.storeSnapshot(snap); e != nil {
+			ts.t.Fatal(e)
+		}
+	}
+	ts.w.ckptBusy = true
+	if e := ts.w.complete(ckptResult{snap: snap, start: time.Now(), err: err}); e != nil {
+		ts.t.Fatal(e)
+	}
+	return snap
+}
+
+// changelogKinds counts a snapshot's changelog records by kind.
+func changelogKinds(t *testing.T, snap *snapshot) (bundles, pending, markers, tombstones int) {
+	t.Helper()
+	for _, m := range snap.changelog {
+		if m.Value == nil {
+			tombstones++
+			continue
+		}
+		d, err := changelog.Decode(m.Key, m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case d.Marker != nil:
+			markers++
+		case d.Bundle != nil:
+			bundles++
+		case d.Pending != nil:
+			pending++
+		}
+	}
+	return
+}
+
+// TestAbandonedCheckpointsCarryEachKeyOnce: ten checkpoints of the same
+// 50 keys are abandoned (Kafka unavailable); the eleventh writes each key
+// once, not the 500 operations the carried snapshots add up to, and the
+// state it stores is the uninterrupted run's.
+func TestAbandonedCheckpointsCarryEachKeyOnce(t *testing.T) {
+	t.Parallel()
+	const keys, rounds = 50, 10
+	ts := newTester(t, lmsSpec, func(c *Config) { c.MaxLearners = 2 * keys })
+	ts.w.p.cfg.Changelog.Topic = "cl" // the tester has no broker to restore from
+	var recs []testRecord
+	for r := 0; r < rounds; r++ {
+		for k := 0; k < keys; k++ {
+			x := []float64{float64(k%7) / 7, float64(r) / rounds, 1}
+			rec := testRecord{key: fmt.Sprintf("user-%d", k), value: string(wire.AppendLabeled(nil, fmt.Sprint(r), x, float64(k%3)))}
+			recs = append(recs, rec)
+			ts.consume(rec)
+		}
+		ts.settle(fmt.Errorf("%w: kafka unavailable", errAbandoned))
+	}
+	if n := ts.w.p.c.ckptAbandoned.Load(); n != rounds {
+		t.Fatalf("%d checkpoints abandoned, want %d", n, rounds)
+	}
+	snap := ts.settle(nil)
+	if n := len(snap.cp.Learners); n != keys {
+		t.Errorf("the checkpoint after %d abandoned ones holds %d learner writes, want %d (one per key)", rounds, n, keys)
+	}
+	if b, _, m, _ := changelogKinds(t, snap); b != keys || m != 1 {
+		t.Errorf("its changelog holds %d bundles and %d markers, want %d and 1", b, m, keys)
+	}
+	checkStates(t, replay(t, lmsSpec, recs, DefaultTopK), ts.close())
+}
+
+// TestSkippedRecordsMoveTheWatermark: after a restore whose changelog holds
+// a key's bundle ahead of the marker (written by a checkpoint that did not
+// complete, as a changelog of the pre-transaction layout may hold), the
+// replay skips that key's records, but their event times still move the
+// watermark: the pending entry they expire in the uninterrupted run
+// expires in the replay too, and its late label is unknown in both
+// instead of updating the learner in one.
+func TestSkippedRecordsMoveTheWatermark(t *testing.T) {
+	t.Parallel()
+	tune := func(c *Config) { c.LabelsTTL = time.Second }
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const j, k = "user-1", "user-2"
+	recs := []testRecord{{key: j, value: string(wire.AppendFeatures(nil, "a", []float64{1, 2, 3})), time: base}}
+	for i := 1; i <= 5; i++ { // 10 s later: the label of "a" is overdue
+		recs = append(recs, testRecord{key: k, value: string(wire.AppendLabeled(nil, fmt.Sprint(i), []float64{float64(i), 1, 0}, 1)),
+			time: base.Add(10*time.Second + time.Duration(i)*time.Millisecond)})
+	}
+	// The late label: its own time would not expire "a"; the watermark does.
+	recs = append(recs, testRecord{key: j, value: string(wire.AppendLabel(nil, "a", 5)), time: base.Add(500 * time.Millisecond)})
+
+	// The uninterrupted run, checkpointed after the first record (the
+	// marker) and after the fifth (whose bundle of k is kept, its marker
+	// lost).
+	run := newTester(t, lmsSpec, tune)
+	run.w.p.cfg.Changelog.Topic = "cl"
+	run.consume(recs[0])
+	first := run.settle(nil)
+	run.consume(recs[1:6]...)
+	second := run.settle(nil)
+	run.consume(recs[6])
+	if u := run.w.p.Stats().UnknownLabels; u != 1 {
+		t.Fatalf("the uninterrupted run counted %d unknown labels, want 1 (the test needs the expiry)", u)
+	}
+	want := storedStates(t, run.close())
+
+	st := changelog.NewState()
+	apply := func(ms []kafkaio.Record, keep func(changelog.Decoded) bool) {
+		for i := range ms {
+			d, err := changelog.Decode(ms[i].Key, ms[i].Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keep(d) {
+				if err := st.Apply(&ms[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	apply(first.changelog, func(changelog.Decoded) bool { return true })
+	apply(second.changelog, func(d changelog.Decoded) bool { return d.Bundle != nil && string(d.Routing) == k })
+
+	restored := newTester(t, lmsSpec, tune)
+	if err := restored.w.applyChangelog(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := restored.w.restore(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if restored.w.nextIn != 1 || !restored.w.skipped(&kafkaio.Record{Key: []byte(k), Offset: 1}, false) {
+		t.Fatalf("restored at offset %d, skipping %v: the test needs k's bundle ahead of the marker at 1", restored.w.nextIn, restored.w.skip)
+	}
+	restored.next[tIn] = 1
+	restored.consume(recs[1:]...)
+	if u := restored.w.p.Stats().UnknownLabels; u != 1 {
+		t.Errorf("the replay counted %d unknown labels, want 1 as the uninterrupted run", u)
+	}
+	got := storedStates(t, restored.close())
+	for key, w := range want {
+		if !bytes.Equal(got[key], w) {
+			t.Errorf("key %s: the restored state (%d bytes) differs from the uninterrupted run's (%d bytes)", key, len(got[key]), len(w))
+		}
+	}
+}
+
+// TestIdlePartitionRollsItsTombstones: a checkpoint that writes tombstones
+// is followed, half of changelog.max_compaction_lag later, by a marker
+// even though the partition gets no further record, so that the segment
+// holding them rolls (segment.ms) and compaction removes the erased key
+// within max.compaction.lag.ms. Without it an idle partition's erasure
+// waited for its next record, forever on an idle partition.
+func TestIdlePartitionRollsItsTombstones(t *testing.T) {
+	t.Parallel()
+	const lag = 2 * time.Second
+	ts := newTester(t, lmsSpec, nil)
+	ts.w.p.cfg.Changelog.Topic = "cl"
+	ts.w.p.cfg.Changelog.MaxCompactionLag = lag
+	ts.consume(testRecord{key: "user-1", value: string(wire.AppendLabeled(nil, "a", []float64{1, 2, 3}, 1))})
+	ts.settle(nil)
+	ts.consume(testRecord{key: "user-1", value: `{"id":"b","delete":true}`})
+	erasing := ts.settle(nil)
+	if _, _, _, tomb := changelogKinds(t, erasing); tomb == 0 {
+		t.Fatal("the erasing checkpoint wrote no tombstone")
+	}
+	if snap, err := ts.w.takeSnapshot(); err != nil || snap != nil {
+		t.Fatalf("a checkpoint (%v, %v) before the roll is due: nothing changed", snap, err)
+	}
+	time.Sleep(time.Until(ts.w.rollAt))
+	roll := ts.settle(nil)
+	if roll == nil {
+		t.Fatalf("no checkpoint %v after the tombstones on an idle partition", lag/2)
+	}
+	if b, p, m, tomb := changelogKinds(t, roll); b+p+tomb != 0 || m != 1 {
+		t.Errorf("the rolling checkpoint wrote %d bundles, %d pending entries, %d tombstones and %d markers: want the marker only", b, p, tomb, m)
+	}
+	if snap, err := ts.w.takeSnapshot(); err != nil || snap != nil {
+		t.Errorf("another checkpoint (%v, %v) after the roll: one marker is enough", snap, err)
+	}
+}
