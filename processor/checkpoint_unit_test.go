@@ -8,6 +8,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/changelog"
 	"github.com/kernelstream/kernelstream/internal/kafkaio"
+	"github.com/kernelstream/kernelstream/internal/kafkaio/kafkaiotest"
 	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
@@ -203,5 +204,65 @@ func TestIdlePartitionRollsItsTombstones(t *testing.T) {
 	}
 	if snap, err := ts.w.takeSnapshot(); err != nil || snap != nil {
 		t.Errorf("another checkpoint (%v, %v) after the roll: one marker is enough", snap, err)
+	}
+}
+
+// TestStaleStandbyCopyIsDropped: a standby copy stopped reading longer ago
+// than the changelog's delete.retention.ms, and meanwhile a key was erased
+// and compaction removed its records, tombstone included. Taking over from
+// the copy would bring the erased key back; the restore reads the
+// changelog from its start instead.
+func TestStaleStandbyCopyIsDropped(t *testing.T) {
+	t.Parallel()
+	const erased, kept = "user-1", "user-2"
+	run := newTester(t, lmsSpec, nil)
+	run.w.p.cfg.Changelog.Topic = "cl"
+	run.consume(testRecord{key: erased, value: string(wire.AppendLabeled(nil, "a", []float64{1, 2, 3}, 1))},
+		testRecord{key: kept, value: string(wire.AppendLabeled(nil, "a", []float64{3, 2, 1}, 2))})
+	first := run.settle(nil)
+	run.consume(testRecord{key: erased, value: `{"id":"b","delete":true}`})
+	second := run.settle(nil)
+	want := storedStates(t, run.close())
+	if _, ok := want[erased]; ok || len(want) != 1 {
+		t.Fatalf("the run stored %d learners: the test needs %s erased", len(want), erased)
+	}
+
+	// The copy read the first checkpoint; the log, compacted past
+	// delete.retention.ms, keeps the newest record of every key but the
+	// erased one (offsets renumbered: only their order matters here).
+	copyState := changelog.NewState()
+	newest := map[string]int{}
+	all := append(append([]kafkaio.Record(nil), first.changelog...), second.changelog...)
+	for i, m := range all {
+		newest[string(m.Key)] = i
+	}
+	cl := &kafkaiotest.Cluster{}
+	for i, m := range all {
+		if i < len(first.changelog) {
+			if err := copyState.Apply(&all[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d, err := changelog.Decode(m.Key, m.Value); newest[string(m.Key)] == i && (err != nil || string(d.Routing) != erased) {
+			cl.Append("cl", 0, m)
+		}
+		if i == len(first.changelog)-1 {
+			copyState.Next = int64(len(cl.Records("cl")))
+		}
+	}
+
+	restored := newTester(t, lmsSpec, nil)
+	p := restored.w.p
+	p.kio, p.cfg.Changelog.Topic, p.deleteRetention = cl, "cl", time.Minute
+	p.standbys = map[int]*standbyCopy{0: {st: copyState, read: time.Now().Add(-time.Hour)}}
+	if err := restored.w.restore(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	got := storedStates(t, restored.close())
+	if _, ok := got[erased]; ok {
+		t.Errorf("the erased key %s came back from a stale standby copy", erased)
+	}
+	if !bytes.Equal(got[kept], want[kept]) {
+		t.Errorf("key %s: restored state (%d bytes) differs from the run's (%d bytes)", kept, len(got[kept]), len(want[kept]))
 	}
 }

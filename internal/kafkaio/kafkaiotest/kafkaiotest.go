@@ -154,6 +154,7 @@ func (c *Cluster) Offsets(_ context.Context, topic string, partition int32) (kaf
 func (c *Cluster) Read(topic string, partition int32, from int64) kafkaio.Reader {
 	r := &Reader{c: c, tp: topicPartition{topic, partition}, ready: make(chan struct{}, 1)}
 	r.SetOffset(from)
+	r.gen = 0 // a reader's first chunks are of generation 0, as kafkaio.Client's
 	c.mu.Lock()
 	c.readers = append(c.readers, r)
 	c.mu.Unlock()
