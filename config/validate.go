@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/processor"
 )
 
@@ -141,6 +142,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Output.Delivery == "exactly_once" && !c.Changelog.Enabled {
 		bad("output.delivery", "exactly_once needs changelog.enabled: the predictions commit with the checkpoint's changelog marker, which a restore resumes from")
+	}
+	if lim := kafkaio.DefaultTransactionTimeout / 4; c.Output.Delivery == "exactly_once" && c.Checkpoint.Interval > lim {
+		bad("checkpoint.interval", "%v: with output.delivery exactly_once a transaction stays open for an interval; at most %v (a quarter of the %v transaction timeout)", c.Checkpoint.Interval, lim, kafkaio.DefaultTransactionTimeout)
+	}
+	if c.Changelog.Enabled && c.Kafka.IsolationLevel == "read_uncommitted" {
+		bad("kafka.isolation_level", "read_uncommitted with changelog.enabled: a restore would read checkpoints that never committed (aborted, or a fenced member's); use read_committed, or disable the changelog")
 	}
 	if c.Checkpoint.MaxRecords <= 0 {
 		bad("checkpoint.max_records", "%d must be > 0", c.Checkpoint.MaxRecords)

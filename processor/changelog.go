@@ -200,13 +200,23 @@ func (p *Processor) txnID(part int) string {
 // they send after lands. It retries while Kafka is unavailable; a refusal
 // (authorization) fails the partition.
 func (w *worker) openTxn(ctx context.Context) error {
-	txn, err := w.kio.Transactional(w.p.txnID(w.part))
-	if err != nil {
-		w.fail(err)
-		return err
+	txn, what, op := w.txn, "abort the transaction that did not commit", kafkaio.Txn.Abort
+	if txn == nil {
+		var err error
+		if txn, err = w.kio.Transactional(w.p.txnID(w.part)); err != nil {
+			w.fail(err)
+			return err
+		}
+		what, op = "fence the partition's former owners", kafkaio.Txn.Init
 	}
-	err = retry(ctx, w.log, "fence the partition's former owners", w.cfg.RetryBackoffMax, func() error {
-		err := txn.Init(ctx)
+	// A restart after a transaction that did not commit goes on with the
+	// producer it had, and aborts what it left open: initialising a new
+	// one would fence whichever member owns the partition by now, were this
+	// one a zombie. kgo re-initialises this one with its own epoch when it
+	// must (after a transaction the coordinator timed out), which fails if
+	// another producer took the id.
+	err := retry(ctx, w.log, what, w.cfg.RetryBackoffMax, func() error {
+		err := op(txn, ctx)
 		if err != nil && !kafkaio.IsRetriable(err) && ctx.Err() == nil {
 			w.fail(fmt.Errorf("transactional producer of the checkpoints: %w", err))
 			return nil

@@ -83,6 +83,9 @@ func TestAbandonedCheckpointsCarryEachKeyOnce(t *testing.T) {
 			ts.consume(rec)
 		}
 		ts.settle(fmt.Errorf("%w: kafka unavailable", errAbandoned))
+		if !ts.w.checkpointDue() {
+			t.Fatal("an abandoned checkpoint is not due again until the partition gets a record")
+		}
 	}
 	if n := ts.w.p.c.ckptAbandoned.Load(); n != rounds {
 		t.Fatalf("%d checkpoints abandoned, want %d", n, rounds)
@@ -194,7 +197,18 @@ func TestIdlePartitionRollsItsTombstones(t *testing.T) {
 	if snap, err := ts.w.takeSnapshot(); err != nil || snap != nil {
 		t.Fatalf("a checkpoint (%v, %v) before the roll is due: nothing changed", snap, err)
 	}
+	// A checkpoint before the roll is due does not roll the segment, and
+	// one that is abandoned leaves the roll due.
+	ts.consume(testRecord{key: "user-2", value: string(wire.AppendLabeled(nil, "a", []float64{3, 2, 1}, 1))})
+	ts.settle(nil)
 	time.Sleep(time.Until(ts.w.rollAt))
+	if !ts.w.checkpointDue() {
+		t.Fatal("the roll is no longer due after a checkpoint that came before it")
+	}
+	ts.settle(fmt.Errorf("%w: kafka unavailable", errAbandoned))
+	if !ts.w.checkpointDue() {
+		t.Fatal("the roll is no longer due after an abandoned checkpoint")
+	}
 	roll := ts.settle(nil)
 	if roll == nil {
 		t.Fatalf("no checkpoint %v after the tombstones on an idle partition", lag/2)

@@ -56,6 +56,15 @@ type checkpointState struct {
 	rollAt           time.Time    // when a marker is due to roll the changelog segment holding tombstones
 }
 
+// checkpointDue reports whether the partition has something for a
+// checkpoint to write once the interval has passed: records, the changes of
+// an abandoned checkpoint (retried on an idle partition too), restored
+// learners not yet in Badger, group offsets behind, a segment to roll, a
+// changelog to rebuild.
+func (w *worker) checkpointDue() bool {
+	return w.sinceCkpt > 0 || w.carry != nil || len(w.cache.warm.idle) > 0 || w.groupBehind || w.rollDue() || w.rebuildChangelog
+}
+
 // rollDue reports whether the changelog segment holding the tombstones of
 // the last erasure may be rolled: a record appended after segment.ms rolls
 // it, and compaction then removes the erased keys' records within
@@ -79,6 +88,7 @@ type snapshot struct {
 	recreated  bool             // the changelog was found recreated: the next one rebuilds
 	behind     bool             // the rebuild failed after the Badger commit: the next one rebuilds again
 	tombstones int              // tombstones among its changelog records
+	rolls      bool             // taken once the roll of a tombstones' segment was due (rollAt)
 }
 
 type ckptResult struct {
@@ -130,7 +140,6 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind && !w.rollDue() && !w.rebuildChangelog {
 		return nil, nil
 	}
-	w.rollAt = time.Time{} // this checkpoint's marker rolls the segment; one with tombstones sets it again
 	if w.skip != nil && !w.skipDone() {
 		return nil, nil // a key's restored state is ahead of the offsets: no checkpoint yet
 	}
@@ -166,6 +175,7 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 		w.carry = nil
 	}
 	snap.rebuild = w.rebuildChangelog
+	snap.rolls = w.rollDue()
 	if w.lost {
 		snap.seq = ^uint64(0) // never acknowledged: this snapshot can only be abandoned
 	}
@@ -354,7 +364,14 @@ func (w *worker) complete(res ckptResult) error {
 		if w.ckptEp != nil {
 			w.ckptEp.ok()
 		}
-		if res.snap.tombstones > 0 && w.cfg.Changelog.MaxCompactionLag > 0 {
+		// Only a marker appended once segment.ms has passed rolls the
+		// segment: an earlier checkpoint leaves the roll due, and one
+		// abandoned leaves it due again. The earliest roll due is kept: it
+		// rolls the later tombstones' segment too.
+		if res.snap.rolls {
+			w.rollAt = time.Time{}
+		}
+		if res.snap.tombstones > 0 && w.cfg.Changelog.MaxCompactionLag > 0 && w.rollAt.IsZero() {
 			w.rollAt = time.Now().Add(w.cfg.Changelog.MaxCompactionLag / 2)
 		}
 		w.cache.committed(res.snap.fresh)
@@ -374,6 +391,10 @@ func (w *worker) complete(res ckptResult) error {
 		w.fail(res.err)
 		return nil
 	case w.exactlyOnce():
+		if err := w.em.failed(); err != nil && !kafkaio.IsRetriable(err) {
+			w.fail(err) // a restart would meet it again
+			return nil
+		}
 		return fmt.Errorf("%w: %w", errRestartPartition, res.err)
 	}
 	w.cache.abandoned()

@@ -72,7 +72,7 @@ func (p *Processor) kafkaOptions(batchMax func(topic string) int32) kafkaio.Opti
 		Linger: p.cfg.BatchTimeout, BatchMaxBytes: batchMax, Logger: p.log,
 		// A record up to MaxValueBytes must come whole, and a queue holds
 		// at least a few of them.
-		ReaderQueueBytes: max(kafkaio.DefaultReaderQueueBytes, 4*p.cfg.MaxValueBytes)}
+		ReaderQueueBytes: max(kafkaio.DefaultReaderQueueBytes, 4*p.cfg.MaxValueBytes), TransactionTimeout: p.cfg.txnTimeout}
 	if s := p.cfg.SASL; s != nil {
 		o.SASL = &kafkaio.SASL{Mechanism: s.Mechanism, Username: s.Username, Password: s.Password}
 	}

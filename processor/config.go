@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/kernelstream/kernelstream/checkpoint"
+	"github.com/kernelstream/kernelstream/internal/kafkaio"
 	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
 )
@@ -235,6 +236,9 @@ type Config struct {
 	// crashOnStop makes a cancelled Run skip the final checkpoints, like a
 	// process killed between two checkpoints (tests).
 	crashOnStop bool
+	// txnTimeout, when > 0, replaces kafkaio.DefaultTransactionTimeout
+	// (tests make the coordinator abort a transaction).
+	txnTimeout time.Duration
 }
 
 // withDefaults returns cfg with zero fields set to their defaults.
@@ -370,6 +374,12 @@ func (cfg Config) Validate() error {
 	}
 	if c.OutputDelivery == "exactly_once" && c.Changelog.Topic == "" {
 		bad("OutputDelivery", "exactly_once needs Changelog.Topic: the predictions commit with the checkpoint's changelog marker, which a restore resumes from")
+	}
+	if lim := kafkaio.DefaultTransactionTimeout / 4; c.OutputDelivery == "exactly_once" && c.CheckpointInterval > lim {
+		bad("CheckpointInterval", "%v: with exactly_once a transaction stays open for an interval; at most %v (a quarter of the %v transaction timeout)", c.CheckpointInterval, lim, kafkaio.DefaultTransactionTimeout)
+	}
+	if c.Changelog.Topic != "" && c.IsolationLevel == "read_uncommitted" {
+		bad("IsolationLevel", "read_uncommitted with Changelog.Topic: a restore would read checkpoints that never committed (aborted, or a fenced member's); use read_committed, or no changelog")
 	}
 	if n := c.Changelog.StandbyReplicas; n < 0 || n > 0 && c.Changelog.Topic == "" {
 		bad("Changelog.StandbyReplicas", "%d: must be >= 0, and needs Changelog.Topic", n)

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -70,7 +71,7 @@ func newWorker(p *Processor, store *checkpoint.Store, kio kafkaio.Cluster, part 
 
 // run restores the partition, processes records until ctx ends, then
 // checkpoints and commits. It returns an error only when the store fails.
-func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupLab int64) error {
+func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupLab int64) (err error) {
 	defer w.p.setAssigned(w.part, false)
 	// On shutdown the grace period bounds the final emission and
 	// checkpoint; on revoke the session timeout does (after it the
@@ -104,7 +105,11 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 			return nil
 		}
-		defer w.txn.Close()
+		defer func() {
+			if !errors.Is(err, errRestartPartition) {
+				w.txn.Close()
+			} // else the restarted worker goes on with it (openTxn)
+		}()
 	}
 	if err := w.restore(groupIn, groupLab); err != nil {
 		return fmt.Errorf("%w: restore partition %d: %w", errStoreFailed, w.part, err)
@@ -224,8 +229,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 		}
-		due := w.sinceCkpt > 0 || len(w.cache.warm.idle) > 0 || w.groupBehind || w.rollDue() || w.rebuildChangelog
-		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (due && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
+		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (w.checkpointDue() && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
 			if err := w.startCheckpoint(ctx, gen); err != nil {
 				return err
 			}

@@ -382,9 +382,16 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				var txn kafkaio.Txn // the partition's transactional producer, kept across restarts
 				for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, cfg.RetryBackoffMax) {
-					err := newWorker(p, store, p.kio, a.ID).run(wctx, gen, a.Offset, lab)
+					w := newWorker(p, store, p.kio, a.ID)
+					w.txn = txn
+					err := w.run(wctx, gen, a.Offset, lab)
+					if errors.Is(err, errRestartPartition) {
+						txn = w.txn
+					}
 					if errors.Is(err, errRestartPartition) && wctx.Err() == nil {
+						p.c.restarts.Add(1)
 						// An exactly-once checkpoint did not commit: from the
 						// last one again, after a pause (Kafka is likely down).
 						p.log.Warn().Err(err).Int("partition", a.ID).Dur("after", backoff).Msg("partition restarts from its last checkpoint")
@@ -393,6 +400,9 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 						case <-time.After(backoff):
 						}
 						continue
+					}
+					if txn != nil && errors.Is(err, errRestartPartition) {
+						txn.Close() // the generation ended before the restart
 					}
 					if err != nil && !errors.Is(err, errRestartPartition) {
 						fatal.CompareAndSwap(nil, &err)

@@ -402,9 +402,10 @@ func TestExactlyOnceOutputs(t *testing.T) {
 	produce(t, addr, recs[:half])
 	dir := t.TempDir()
 	cfg := changelogConfig(t, addr, dir)
-	// A checkpoint every 40 records, none by time: the last records of
+	// A checkpoint every 40 records, none by time within the test (15 s
+	// is the longest interval exactly_once allows): the last records of
 	// each partition stay in an open transaction when the member dies.
-	cfg.OutputDelivery, cfg.CheckpointInterval, cfg.CheckpointMaxRecords = "exactly_once", time.Hour, 40
+	cfg.OutputDelivery, cfg.CheckpointInterval, cfg.CheckpointMaxRecords = "exactly_once", 15*time.Second, 40
 	cfg.crashOnStop = true
 	committed := newCommittedConsumer(t, addr, tOut)
 	everything := newConsumer(t, addr, tOut) // read_uncommitted: sees the open transaction's records too
@@ -447,4 +448,63 @@ func newCommittedConsumer(t *testing.T, addr, topic string) *consumer {
 	c := &consumer{t: t, cl: cl, close: sync.OnceFunc(cl.Close)}
 	t.Cleanup(c.close)
 	return c
+}
+
+// TestTransactionPastItsTimeout: with exactly_once outputs a worker stalls
+// (a long GC pause, a frozen disk) with its transaction open, past the
+// transaction timeout; the coordinator aborts the transaction and bumps
+// the producer's epoch. A coordinator cannot tell that from a zombie's
+// late write, so the partition fails loudly (not ready, the error names
+// the fencing) instead of writing again; the other partitions go on. A
+// restarted member resumes it from its last checkpoint, and every
+// prediction is committed exactly once.
+func TestTransactionPastItsTimeout(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	recs := stream(6, 40, 3, 57)
+	half := len(recs) / 2
+	produce(t, addr, recs[:half])
+	cfg := changelogConfig(t, addr, t.TempDir())
+	cfg.OutputDelivery, cfg.CheckpointInterval, cfg.txnTimeout = "exactly_once", 200*time.Millisecond, time.Second
+	var armed, slept atomic.Bool
+	var turns [nParts]atomic.Int32
+	stalled := make(chan int, 1)
+	cfg.loopHook = func(part int) {
+		if armed.Load() && turns[part].Add(1) == 20 && slept.CompareAndSwap(false, true) {
+			stalled <- part
+			time.Sleep(2500 * time.Millisecond) // the open transaction outlives its timeout
+		}
+	}
+	committed := newCommittedConsumer(t, addr, tOut)
+	r := start(t, cfg)
+	first := len(replay(t, lmsSpec, recs[:half], DefaultTopK).yhat)
+	committed.waitFor(60*time.Second, "the first half committed", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= first })
+	armed.Store(true)
+	produce(t, addr, recs[half:])
+	part := <-stalled
+	waitUntil(t, 30*time.Second, "the stalled partition failed", func() bool { return r.p.Failed()[part] != nil })
+	if err := r.p.Failed()[part]; !errors.Is(err, kafkaio.ErrFenced) {
+		t.Errorf("partition %d failed with %v, want the fencing named", part, err)
+	}
+	if len(r.p.Failed()) != 1 || r.p.Ready() {
+		t.Errorf("failed %v, ready %v: want only the stalled partition failed, and not ready", r.p.Failed(), r.p.Ready())
+	}
+	r.stop(t)
+
+	cfg.loopHook = nil
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	r = start(t, cfg)
+	defer r.stop(t)
+	outs := committed.waitFor(60*time.Second, "every prediction committed", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	checkPredictions(t, ref, outs)
+	seen := map[string]int{}
+	for _, o := range outs {
+		seen[o.Key+"/"+string(o.ID)]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s committed %d times", id, n)
+		}
+	}
 }

@@ -112,6 +112,7 @@ type counters struct {
 	// checkpoints abandoned (outputs unacknowledged, Kafka unavailable):
 	// their changes went into the next one
 	ckptAbandoned atomic.Int64
+	restarts      atomic.Int64  // exactly-once partitions restarted after a transaction that did not commit
 	disk          diskGuard     // free space of the checkpoint directory (disk.go)
 	failed        atomic.Int64  // partitions stopped by a non-retriable error
 	failedNow     atomic.Int64  // of those, the ones stopped in the current generation

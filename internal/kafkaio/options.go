@@ -58,6 +58,10 @@ type Options struct {
 	// MaxBufferedBytes bounds the record bytes produced but not yet
 	// acknowledged, process-wide; Produce blocks beyond it. Default 256 MiB.
 	MaxBufferedBytes int
+	// TransactionTimeout bounds a transaction's life on the coordinator:
+	// one left open by a producer that stopped is aborted after it.
+	// Default DefaultTransactionTimeout (1 minute).
+	TransactionTimeout time.Duration
 
 	// Logger receives the client's warnings and errors (and its info
 	// messages at debug level). Default: discard.

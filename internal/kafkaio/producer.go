@@ -53,6 +53,9 @@ func delivered(w *produced, kr *kgo.Record, err error) {
 		r.Partition, r.Offset = kr.Partition, kr.Offset
 	} else if t != nil {
 		t.fail(r, err)
+		if isFenced(err) {
+			err = t.classify("produce", err) // ErrFenced, as Commit would say
+		}
 	}
 	clear(w.hdrs)
 	w.src, w.done, w.txn, w.kr = nil, nil, nil, kgo.Record{}

@@ -1,6 +1,7 @@
 package kafkaio
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,23 +39,23 @@ type Txn interface {
 	Close()
 }
 
-// ErrFenced: a newer producer with the same transactional id exists (the
-// partition has another owner); this one can write nothing more.
-var ErrFenced = errors.New("kafkaio: fenced by a newer producer with the same transactional id")
+// ErrFenced: a newer epoch of the transactional id exists (the partition
+// has another owner, or the coordinator aborted a transaction that outlived
+// its timeout); this producer can write nothing more.
+var ErrFenced = errors.New("kafkaio: fenced: the transactional id has a newer producer epoch (another owner initialised it, or the coordinator aborted a transaction that outlived its timeout)")
 
 // ErrRecreated: a topic the transaction wrote to was deleted and recreated
 // meanwhile; what it acknowledged went with the old topic.
 var ErrRecreated = errors.New("kafkaio: the topic was deleted and recreated under the transaction")
 
-// TransactionTimeout bounds a transaction's life on the coordinator: one
-// left open by a producer that stopped is aborted after it.
-const TransactionTimeout = time.Minute
+// DefaultTransactionTimeout is Options.TransactionTimeout's default.
+const DefaultTransactionTimeout = time.Minute
 
 // Transactional returns a transactional producer with the given id, with the
 // client's connection and producer options.
 func (c *Client) Transactional(id string) (Txn, error) {
 	opts := append(c.opts.connOpts(), c.opts.producerOpts()...)
-	opts = append(opts, kgo.TransactionalID(id), kgo.TransactionTimeout(TransactionTimeout))
+	opts = append(opts, kgo.TransactionalID(id), kgo.TransactionTimeout(cmp.Or(c.opts.TransactionTimeout, DefaultTransactionTimeout)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: transactional producer %q: %w", id, err)
@@ -157,6 +158,13 @@ func (t *txn) abort() error {
 
 func (t *txn) Close() { t.cl.Close() }
 
+// isFenced: another producer initialised the id (PRODUCER_FENCED), or the
+// epoch moved on (INVALID_PRODUCER_EPOCH): also what the coordinator does
+// when it aborts a transaction that outlived its timeout. kgo may then
+// re-initialise with the old epoch (KIP-588), but a coordinator cannot
+// tell that from a zombie's, so neither case writes again: the partition
+// fails, loudly, and its next owner (or this member after a restart)
+// initialises afresh.
 func isFenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.InvalidProducerIDMapping)
