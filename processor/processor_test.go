@@ -211,34 +211,46 @@ func TestCrashRestart(t *testing.T) {
 	t.Logf("%d outputs for %d ids (%d during the crashed runs)", len(out.got), len(ref.yhat), crashed)
 }
 
-// TestOversizedDeadLetterRefused: when the dead-letter topic refuses an
-// oversized value (its max.message.bytes is smaller), the dead letter is
-// sent without its value, with a header giving the original size, and
-// processing goes on.
+// TestOversizedDeadLetterRefused: when the dead-letter topic would refuse
+// an oversized value (its max.message.bytes is smaller), the dead letter
+// is sent without its value, with a header giving the original size, and
+// processing goes on. With exactly_once outputs a refused dead letter
+// would fail the transaction, again at every restart of the partition.
 func TestOversizedDeadLetterRefused(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 0, "")
-	addr := c.ListenAddrs()[0]
-	if err := c.CreateTopic("dlq-small", nParts, map[string]string{"max.message.bytes": "1048576"}); err != nil {
-		t.Fatal(err)
+	for _, delivery := range OutputDeliveries {
+		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
+			c := startCluster(t, 0, "")
+			addr := c.ListenAddrs()[0]
+			if err := c.CreateTopic("dlq-small", nParts, map[string]string{"max.message.bytes": "1048576"}); err != nil {
+				t.Fatal(err)
+			}
+			big := `{"id":"big","x":[1,2,3],"pad":"` + strings.Repeat("z", 3<<20) + `"}`
+			good := stream(1, 3, 3, 8)
+			recs := append([]testRecord{{key: "user-0", value: big}}, good...)
+			produce(t, addr, recs)
+			ref := replay(t, lmsSpec, good, DefaultTopK)
+			cfg := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
+			cfg.DLQTopic = "dlq-small"
+			cfg.Compression = "none"
+			if delivery == "exactly_once" {
+				cfg.OutputDelivery, cfg.Changelog.Topic = delivery, "cl"
+			}
+			r := start(t, cfg)
+			out := newCommittedConsumer(t, addr, tOut)
+			dlq := newCommittedConsumer(t, addr, "dlq-small")
+			waitDone(t, r, out, ref)
+			dead := dlq.waitFor(30*time.Second, "the dead letter", atLeast(1))
+			if f := r.p.Failed(); len(f) > 0 || r.p.c.restarts.Load() > 0 {
+				t.Errorf("failed %v, %d restarts", f, r.p.c.restarts.Load())
+			}
+			r.stop(t)
+			d := dead[0]
+			if len(d.value) != 0 || d.headers[wire.HeaderOmitted] != fmt.Sprint(len(big)) || d.headers[wire.HeaderReason] != "oversized" {
+				t.Fatalf("dead letter: %d bytes, headers %v", len(d.value), d.headers)
+			}
+			checkPredictions(t, ref, out.got)
+		})
 	}
-	big := `{"id":"big","x":[1,2,3],"pad":"` + strings.Repeat("z", 3<<20) + `"}`
-	good := stream(1, 3, 3, 8)
-	recs := append([]testRecord{{key: "user-0", value: big}}, good...)
-	produce(t, addr, recs)
-	ref := replay(t, lmsSpec, good, DefaultTopK)
-	cfg := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
-	cfg.DLQTopic = "dlq-small"
-	cfg.Compression = "none" // compressed, the repetitive 3 MiB value would fit the topic's limit
-	r := start(t, cfg)
-	out := newConsumer(t, addr, tOut)
-	dlq := newConsumer(t, addr, "dlq-small")
-	waitDone(t, r, out, ref)
-	dead := dlq.waitFor(30*time.Second, "the dead letter", atLeast(1))
-	r.stop(t)
-	d := dead[0]
-	if len(d.value) != 0 || d.headers[wire.HeaderOmitted] != fmt.Sprint(len(big)) || d.headers[wire.HeaderReason] != "oversized" {
-		t.Fatalf("dead letter: %d bytes, headers %v", len(d.value), d.headers)
-	}
-	checkPredictions(t, ref, out.got)
 }

@@ -90,7 +90,7 @@ func (w *worker) dead(ctx context.Context, msg *kafkaio.Record, emit bool, err e
 	if !emit {
 		return nil
 	}
-	headers := make([]kafkaio.Header, 0, len(msg.Headers)+5)
+	headers := make([]kafkaio.Header, 0, len(msg.Headers)+6)
 	headers = append(headers, msg.Headers...)
 	headers = append(headers,
 		kafkaio.Header{Key: wire.HeaderReason, Value: []byte(rs.String())},
@@ -98,7 +98,24 @@ func (w *worker) dead(ctx context.Context, msg *kafkaio.Record, emit bool, err e
 		kafkaio.Header{Key: wire.HeaderTopic, Value: []byte(msg.Topic)},
 		kafkaio.Header{Key: wire.HeaderPartition, Value: []byte(strconv.Itoa(int(msg.Partition)))},
 		kafkaio.Header{Key: wire.HeaderOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))})
-	w.out = kafkaio.Record{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: msg.Value, Headers: headers, Time: msg.Time}
+	value := msg.Value
+	if size := len(msg.Key) + len(value) + headersSize(headers) + recordOverhead; size > int(w.p.batchLimit(w.cfg.DLQTopic)) && len(value) > 0 {
+		// The topic would refuse it (and in a transaction, the refusal
+		// fails the transaction, again at every restart): the dead letter
+		// goes without its value, a header giving the original size.
+		headers = append(headers, kafkaio.Header{Key: wire.HeaderOmitted, Value: []byte(strconv.Itoa(len(value)))})
+		value = nil
+	}
+	w.out = kafkaio.Record{Topic: w.cfg.DLQTopic, Key: msg.Key, Value: value, Headers: headers, Time: msg.Time}
 	_ = w.enqueue(ctx, &w.out, msg.Time, false)
 	return nil
+}
+
+// headersSize is what headers add to a record's size.
+func headersSize(hs []kafkaio.Header) int {
+	n := 0
+	for _, h := range hs {
+		n += len(h.Key) + len(h.Value) + 2
+	}
+	return n
 }
