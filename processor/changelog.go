@@ -316,8 +316,7 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 // bootstrapChangelog writes every key Badger holds for the partition, its
 // pending entries and a marker with Badger's meta, in one transaction, so
 // that the changelog alone can restore it (the changelog was just enabled,
-// recreated, or written by a version that kept pending entries in
-// bundles).
+// or recreated, and a restore found no marker in it).
 func (w *worker) bootstrapChangelog(ctx context.Context) error {
 	meta, ok, err := w.store.Meta(w.part)
 	if err != nil || !ok {
@@ -327,21 +326,55 @@ func (w *worker) bootstrapChangelog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	bundles, pending, err := w.storedState(probe.ckptSeq, probe.nextIn, probe.nextLab, nil)
+	if err != nil {
+		return err
+	}
+	w.log.Info().Int("keys", len(bundles)).Int("pending", len(pending)).Uint64("seq", probe.ckptSeq).
+		Msg("writing the partition's whole state from the local store to the changelog")
+	return w.writeChangelog(ctx, w.changelogMessages(bundles, pending, nil, &changelog.Marker{Seq: probe.ckptSeq, Meta: meta}))
+}
+
+// rebuildRecords are the changelog records of a checkpoint that writes the
+// partition's whole state (the changelog lacks it: recreated, or emptied):
+// every key Badger holds, as of the last checkpoint, and the restored
+// learners not yet in Badger, then the checkpoint's own records, which
+// replace those of the keys it changed. All in one transaction, before
+// Badger: a checkpoint of the whole state that fails leaves Badger and the
+// outputs of exactly_once as they were.
+func (w *worker) rebuildRecords(snap *snapshot) ([]kafkaio.Record, error) {
+	bundles, pending, err := w.storedState(snap.seq, snap.nextIn, snap.nextLab, snap.warmBase)
+	if err != nil {
+		return nil, err
+	}
+	w.log.Info().Int("keys", len(bundles)).Int("pending", len(pending)).Uint64("seq", snap.seq).
+		Msg("writing the partition's whole state to the changelog")
+	base := w.changelogMessages(bundles, pending, nil, nil)
+	return append(base, snap.changelog...), nil
+}
+
+// storedState reads the partition's state from Badger as bundles of the
+// given checkpoint (seq and offsets) and pending entries, with the
+// restored learners of warm (not yet in Badger) in place of Badger's.
+func (w *worker) storedState(seq uint64, nextIn, nextLab int64, warm map[string][]byte) ([]keyBundle, []checkpoint.Op, error) {
 	bundles := map[string]*changelog.Bundle{}
 	bundle := func(k string) *changelog.Bundle {
 		b, ok := bundles[k]
 		if !ok {
-			b = &changelog.Bundle{Seq: probe.ckptSeq, NextIn: probe.nextIn, NextLab: probe.nextLab}
+			b = &changelog.Bundle{Seq: seq, NextIn: nextIn, NextLab: nextLab}
 			bundles[k] = b
 		}
 		return b
 	}
-	err = w.store.EachLearner(w.part, func(k, v []byte) error {
+	err := w.store.EachLearner(w.part, func(k, v []byte) error {
 		bundle(string(k)).Learner = append([]byte(nil), v...)
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
+	}
+	for k, v := range warm {
+		bundle(k).Learner = v
 	}
 	var pending []checkpoint.Op
 	err = w.store.EachPending(w.part, func(k, v []byte) error {
@@ -349,7 +382,7 @@ func (w *worker) bootstrapChangelog(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if w.cfg.KeyTTL > 0 {
 		err = w.store.EachIdle(w.part, func(k, v []byte) error {
@@ -360,18 +393,18 @@ func (w *worker) bootstrapChangelog(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	list := make([]keyBundle, 0, len(bundles))
 	for k, b := range bundles {
-		list = append(list, keyBundle{key: []byte(k), b: *b})
+		if !b.Empty() {
+			list = append(list, keyBundle{key: []byte(k), b: *b})
+		}
 	}
 	slices.SortFunc(list, func(a, b keyBundle) int { return bytes.Compare(a.key, b.key) })
-	msgs := w.changelogMessages(list, pending, nil, &changelog.Marker{Seq: probe.ckptSeq, Meta: meta})
-	w.log.Info().Int("keys", len(bundles)).Int("pending", len(pending)).Uint64("seq", probe.ckptSeq).
-		Msg("writing the partition's whole state from the local store to the changelog")
-	return w.writeChangelog(ctx, msgs)
+	slices.SortFunc(pending, func(a, b checkpoint.Op) int { return bytes.Compare(a.Key, b.Key) })
+	return list, pending, nil
 }
 
 // legacy reports a changelog state with pending entries inside bundles.
@@ -504,7 +537,7 @@ type keyBundle struct {
 // changelogMessages encodes the tombstones of the erased keys, the bundles
 // (sorted by key), the pending entries (sorted by key; a nil value is a
 // tombstone: the entry was labelled, expired or erased) and the marker,
-// last. The records' keys and values share one buffer.
+// last (none when m is nil). The records' keys and values share one buffer.
 func (w *worker) changelogMessages(bundles []keyBundle, pending []checkpoint.Op, erased [][]byte, m *changelog.Marker) []kafkaio.Record {
 	size := 0
 	for i := range bundles {
@@ -545,6 +578,9 @@ func (w *worker) changelogMessages(bundles []keyBundle, pending []checkpoint.Op,
 			value = cut(start)
 		}
 		msgs = append(msgs, kafkaio.Record{Topic: topic, Partition: part, Key: key, Value: value})
+	}
+	if m == nil {
+		return msgs
 	}
 	return append(msgs, kafkaio.Record{Topic: topic, Partition: part, Key: changelog.MarkerKey(), Value: changelog.EncodeMarker(nil, m)})
 }

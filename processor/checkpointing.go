@@ -81,14 +81,16 @@ type snapshot struct {
 	fresh      int       // learners in it that were never stored
 	kernelW    []float64 // kernel weights of the last updated learner, if exposed
 	abandoned  bool
-	changelog  []kafkaio.Record // its changelog records, one transaction written before Badger
-	warm       []checkpoint.Op  // restored learners it moves into Badger (warm.go), written before cp
-	tombstoned []string         // keys of empty bundles a restore found that it tombstones (again candidates if it is abandoned)
-	rebuild    bool             // write the whole partition to the changelog, from Badger, after the Badger commit
-	recreated  bool             // the changelog was found recreated: the next one rebuilds
-	behind     bool             // the rebuild failed after the Badger commit: the next one rebuilds again
-	tombstones int              // tombstones among its changelog records
-	rolls      bool             // taken once the roll of a tombstones' segment was due (rollAt)
+	changelog  []kafkaio.Record  // its changelog records, one transaction written before Badger
+	warm       []checkpoint.Op   // restored learners it moves into Badger (warm.go), written before cp
+	tombstoned []string          // keys of empty bundles a restore found that it tombstones (again candidates if it is abandoned)
+	rebuild    bool              // write the whole partition to the changelog, from Badger, after the Badger commit
+	recreated  bool              // the changelog was found recreated: the next one rebuilds
+	warmBase   map[string][]byte // of a rebuild: the restored learners not yet in Badger
+	nextIn     int64             // the checkpoint's offsets (its bundles')
+	nextLab    int64
+	tombstones int  // tombstones among its changelog records
+	rolls      bool // taken once the roll of a tombstones' segment was due (rollAt)
 }
 
 type ckptResult struct {
@@ -176,6 +178,17 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 	}
 	snap.rebuild = w.rebuildChangelog
 	snap.rolls = w.rollDue()
+	snap.nextIn, snap.nextLab = w.nextIn, w.nextLab
+	if snap.rebuild && w.cfg.Changelog.Topic != "" {
+		// The restored learners not yet in Badger are part of the whole
+		// state; the background commit must not read the worker's maps.
+		snap.warmBase = make(map[string][]byte, len(w.cache.warm.idle)+len(w.cache.warm.inflight))
+		for _, m := range []map[string][]byte{w.cache.warm.inflight, w.cache.warm.idle} {
+			for k, b := range m {
+				snap.warmBase[k] = b
+			}
+		}
+	}
 	if w.lost {
 		snap.seq = ^uint64(0) // never acknowledged: this snapshot can only be abandoned
 	}
@@ -248,34 +261,25 @@ func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap
 	if err := w.em.waitAcked(ctx, snap.seq); err != nil {
 		return fmt.Errorf("%w: %w", errAbandoned, err)
 	}
-	if snap.changelog != nil && snap.rebuild {
-		// The changelog lacks the partition (recreated, or written in the
-		// old layout): Badger first, then the whole state from it, in one
-		// transaction. Failing that, Badger stands and the next checkpoint
-		// rebuilds again.
-		if err := w.storeSnapshot(snap); err != nil {
-			return fmt.Errorf("%w: %w", errStoreFailed, err)
-		}
-		if err := w.bootstrapChangelog(w.hard); err != nil {
-			snap.behind = true
-			if err := w.changelogFailed(snap, err); errors.Is(err, errPartitionFailed) {
-				return err
+	if records := snap.changelog; records != nil {
+		if snap.rebuild {
+			// The changelog lacks the partition (recreated): the whole
+			// state goes with this checkpoint's changes, in its
+			// transaction.
+			var err error
+			if records, err = w.rebuildRecords(snap); err != nil {
+				return fmt.Errorf("%w: %w", errStoreFailed, err)
 			}
-		} else if h := TestHookAfterChangelog; h != nil {
+		}
+		if err := w.writeChangelog(w.hard, records); err != nil {
+			return w.changelogFailed(snap, err)
+		}
+		if h := TestHookAfterChangelog; h != nil {
 			h(w.part)
 		}
-	} else {
-		if snap.changelog != nil {
-			if err := w.writeChangelog(w.hard, snap.changelog); err != nil {
-				return w.changelogFailed(snap, err)
-			}
-			if h := TestHookAfterChangelog; h != nil {
-				h(w.part)
-			}
-		}
-		if err := w.storeSnapshot(snap); err != nil {
-			return fmt.Errorf("%w: %w", errStoreFailed, err)
-		}
+	}
+	if err := w.storeSnapshot(snap); err != nil {
+		return fmt.Errorf("%w: %w", errStoreFailed, err)
 	}
 	if err := gen.CommitOffsets(snap.offsets); err != nil {
 		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
@@ -346,7 +350,7 @@ func (w *worker) awaitCheckpoint(ctx context.Context) error {
 // complete applies a checkpoint's outcome on the worker goroutine.
 func (w *worker) complete(res ckptResult) error {
 	w.ckptBusy = false
-	if res.snap.recreated || res.snap.behind {
+	if res.snap.recreated {
 		if !w.rebuildChangelog {
 			w.log.Warn().Err(res.err).Msg("the changelog lacks this partition's state (the topic was recreated?): the next checkpoint writes all of it")
 		}

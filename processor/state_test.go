@@ -153,35 +153,63 @@ func trimToCommitted(t *testing.T, addr, group string) {
 // keys it changed afterwards.
 func TestChangelogRecreatedUnderARunningMember(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 0, "")
-	addr := c.ListenAddrs()[0]
-	first := stream(12, 10, 3, 52)
-	produce(t, addr, first)
-	r := start(t, changelogConfig(t, addr, t.TempDir()))
-	out := newConsumer(t, addr, tOut)
-	waitDone(t, r, out, replay(t, lmsSpec, first, DefaultTopK))
-	waitUntil(t, 30*time.Second, "a checkpoint of every partition", func() bool { return r.p.Stats().Checkpoints >= nParts })
+	// With exactly_once outputs the rebuild is in the transaction that
+	// commits the outputs, before Badger: when it wrote Badger first, a
+	// rebuild that failed left Badger past outputs that were aborted.
+	for _, delivery := range OutputDeliveries {
+		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
+			c := startCluster(t, 0, "")
+			addr := c.ListenAddrs()[0]
+			first := stream(12, 10, 3, 52)
+			produce(t, addr, first)
+			cfg := changelogConfig(t, addr, t.TempDir())
+			cfg.OutputDelivery = delivery
+			r := start(t, cfg)
+			out := newCommittedConsumer(t, addr, tOut)
+			waitDone(t, r, out, replay(t, lmsSpec, first, DefaultTopK))
+			waitUntil(t, 30*time.Second, "a checkpoint of every partition", func() bool { return r.p.Stats().Checkpoints >= nParts })
 
-	withAdmin(t, addr, func(ctx context.Context, cl *kgo.Client) { deleteTopicWith(ctx, t, cl, "cl") })
-	if err := c.CreateTopic("cl", nParts, map[string]string{"cleanup.policy": "compact"}); err != nil {
-		t.Fatal(err)
+			withAdmin(t, addr, func(ctx context.Context, cl *kgo.Client) { deleteTopicWith(ctx, t, cl, "cl") })
+			if err := c.CreateTopic("cl", nParts, map[string]string{"cleanup.policy": "compact"}); err != nil {
+				t.Fatal(err)
+			}
+			// Records of two keys only: without the rebuild, the new
+			// changelog would hold those two and the markers.
+			var more []testRecord
+			for i := 0; i < 10; i++ {
+				for _, k := range []string{"user-0", "user-1"} {
+					more = append(more, testRecord{key: k, value: fmt.Sprintf(`{"id":"more-%d","x":[%d,1,2],"y":1}`, i, i)})
+				}
+			}
+			produce(t, addr, more)
+			all := append(append([]testRecord(nil), first...), more...)
+			ref := replay(t, lmsSpec, all, DefaultTopK)
+			waitDone(t, r, out, ref)
+			waitUntil(t, 60*time.Second, "the changelog written again", func() bool {
+				marked := int64(0)
+				for part := 0; part < nParts; part++ {
+					if _, _, found, err := r.p.changelogSource().LastMarker(testCtx(t, 5*time.Second), part); err == nil && found {
+						marked++
+					}
+				}
+				return marked >= partitionsOf(all)
+			})
+			r.stop(t)
+			checkStates(t, ref, restoreFresh(t, addr, partitionsOf(all)))
+			if delivery == "exactly_once" {
+				seen := map[string]int{}
+				for _, o := range out.waitFor(10*time.Second, "the final commits", func([]outRecord) bool { return true }) {
+					seen[o.Key+"/"+string(o.ID)]++
+				}
+				for id, n := range seen {
+					if n != 1 {
+						t.Errorf("%s committed %d times", id, n)
+					}
+				}
+			}
+		})
 	}
-	// Records of two keys only: without the rebuild, the new changelog
-	// would hold those two and the markers.
-	var more []testRecord
-	for i := 0; i < 10; i++ {
-		for _, k := range []string{"user-0", "user-1"} {
-			more = append(more, testRecord{key: k, value: fmt.Sprintf(`{"id":"more-%d","x":[%d,1,2],"y":1}`, i, i)})
-		}
-	}
-	produce(t, addr, more)
-	all := append(append([]testRecord(nil), first...), more...)
-	ref := replay(t, lmsSpec, all, DefaultTopK)
-	waitDone(t, r, out, ref)
-	ckpts := r.p.Stats().Checkpoints
-	waitUntil(t, 60*time.Second, "the changelog written again", func() bool { return r.p.Stats().Checkpoints >= ckpts+nParts })
-	r.stop(t)
-	checkStates(t, ref, restoreFresh(t, addr, partitionsOf(all)))
 }
 
 // TestChangelogLimitBelowTheCheckpoint: the changelog topic exists with a

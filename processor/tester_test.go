@@ -57,6 +57,9 @@ func newTester(t *testing.T, spec models.Spec, tune func(*Config)) *tester {
 			store.Close()
 		}
 	})
+	// The topics' max.message.bytes, as a start-up reads them: room for
+	// the 2 MiB records the tests dead-letter.
+	p.limits = map[string]int32{tOut: 8 << 20, tDLQ: 8 << 20}
 	ts.kio = &kafkaiotest.Cluster{}
 	w := newWorker(p, store, ts.kio, 0)
 	if err := w.restore(-1, -1); err != nil {
