@@ -14,6 +14,10 @@ import (
 type State struct {
 	Bundles map[string]*Bundle
 	Pending map[string][]byte // pending entries by their key
+	// Erased are the routing keys, ErasedPending the pending entries,
+	// whose latest record read is a tombstone: gone on purpose, not
+	// missing (until compaction removes the tombstone too).
+	Erased, ErasedPending map[string]struct{}
 	Marker  *Marker           // nil: no checkpoint ever completed
 	Records int               // records read
 	Bytes   int64             // their value bytes
@@ -141,12 +145,22 @@ func (st *State) Apply(m *kafkaio.Record) error {
 		st.Marker = d.Marker
 	case d.Bundle != nil:
 		st.Bundles[string(d.Routing)] = d.Bundle
+		delete(st.Erased, string(d.Routing))
 	case d.Pending != nil:
 		st.Pending[string(d.PendingKey)] = d.Pending.Value
+		delete(st.ErasedPending, string(d.PendingKey))
 	case d.PendingKey != nil:
 		delete(st.Pending, string(d.PendingKey))
+		if st.ErasedPending == nil {
+			st.ErasedPending = map[string]struct{}{}
+		}
+		st.ErasedPending[string(d.PendingKey)] = struct{}{}
 	default:
 		delete(st.Bundles, string(d.Routing))
+		if st.Erased == nil {
+			st.Erased = map[string]struct{}{}
+		}
+		st.Erased[string(d.Routing)] = struct{}{}
 	}
 	return nil
 }

@@ -167,6 +167,22 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		}
 		return w.bootstrapChangelog(ctx)
 	}
+	if hasLocal {
+		// The changelog is ahead of Badger (a crash between a checkpoint's
+		// transaction and its Badger commit). It must also hold what
+		// Badger holds: a changelog recreated after Badger's checkpoint
+		// and written since with one checkpoint's changes only would
+		// restore those keys and lose the rest.
+		missing, err := w.missingFromChangelog(st)
+		if err != nil {
+			return err
+		}
+		if missing != "" {
+			w.log.Warn().Str("key", missing).Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).
+				Msg("the changelog lacks state the local store holds (the topic was recreated after the local checkpoint): writing the local state to it, replaying from the local checkpoint")
+			return w.bootstrapChangelog(ctx)
+		}
+	}
 	if err := w.applyChangelog(st); err != nil {
 		return err
 	}
@@ -405,6 +421,40 @@ func (w *worker) storedState(seq uint64, nextIn, nextLab int64, warm map[string]
 	slices.SortFunc(list, func(a, b keyBundle) int { return bytes.Compare(a.key, b.key) })
 	slices.SortFunc(pending, func(a, b checkpoint.Op) int { return bytes.Compare(a.Key, b.Key) })
 	return list, pending, nil
+}
+
+// missingFromChangelog returns a key (a learner's, or a pending entry's)
+// that Badger holds and st neither holds nor erased, or "" when st covers
+// Badger.
+func (w *worker) missingFromChangelog(st *changelog.State) (string, error) {
+	var missing string
+	errFound := errors.New("found")
+	err := w.store.EachLearner(w.part, func(k, _ []byte) error {
+		if _, ok := st.Bundles[string(k)]; ok {
+			return nil
+		}
+		if _, ok := st.Erased[string(k)]; ok {
+			return nil
+		}
+		missing = string(k)
+		return errFound
+	})
+	if err == nil && !legacy(st) { // a legacy changelog keeps entries in bundles
+		err = w.store.EachPending(w.part, func(k, _ []byte) error {
+			if _, ok := st.Pending[string(k)]; ok {
+				return nil
+			}
+			if _, ok := st.ErasedPending[string(k)]; ok {
+				return nil
+			}
+			missing = "pending entry of " + string(routingOf(k))
+			return errFound
+		})
+	}
+	if errors.Is(err, errFound) {
+		return missing, nil
+	}
+	return "", err
 }
 
 // legacy reports a changelog state with pending entries inside bundles.

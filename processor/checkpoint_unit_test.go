@@ -280,3 +280,70 @@ func TestStaleStandbyCopyIsDropped(t *testing.T) {
 		t.Errorf("key %s: restored state (%d bytes) differs from the run's (%d bytes)", kept, len(got[kept]), len(want[kept]))
 	}
 }
+
+// TestChangelogBehindTheLocalStore: the changelog topic was recreated after
+// the partition's last Badger checkpoint and then got one checkpoint's
+// transaction (its keys and a marker newer than Badger's) before the
+// member crashed ahead of that checkpoint's Badger commit. The restarted
+// member must not restore that checkpoint's keys alone (and reset Badger
+// under them): it finds Badger's keys missing from the changelog, writes
+// Badger's state to it and replays from Badger's checkpoint.
+func TestChangelogBehindTheLocalStore(t *testing.T) {
+	t.Parallel()
+	var recs []testRecord
+	for k := 0; k < 4; k++ {
+		recs = append(recs, testRecord{key: fmt.Sprintf("user-%d", k), value: string(wire.AppendLabeled(nil, "a", []float64{float64(k), 1, 2}, 1))})
+	}
+	later := testRecord{key: "user-0", value: string(wire.AppendLabeled(nil, "b", []float64{3, 2, 1}, 2))}
+	run := newTester(t, lmsSpec, nil)
+	run.w.p.cfg.Changelog.Topic = "cl"
+	run.consume(recs...)
+	run.settle(nil) // in Badger and in the old topic
+	run.consume(later)
+	snap, err := run.w.takeSnapshot() // its transaction lands in the new topic; the member dies before Badger
+	if err != nil || snap == nil {
+		t.Fatal(snap, err)
+	}
+	dir := run.crash()
+
+	cl := &kafkaiotest.Cluster{}
+	cl.Append("cl", 0, snap.changelog...)
+	restored := newTester(t, lmsSpec, func(c *Config) { c.CheckpointDir = dir })
+	p := restored.w.p
+	p.kio, p.cfg.Changelog.Topic, p.changelogLimit = cl, "cl", 1<<20
+	txn, err := cl.Transactional("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored.w.txn = txn
+	if err := restored.w.restore(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if restored.w.nextIn != int64(len(recs)) {
+		t.Fatalf("resumed at offset %d, want %d (Badger's checkpoint)", restored.w.nextIn, len(recs))
+	}
+	restored.next[tIn] = restored.w.nextIn
+	restored.consume(later)
+	checkStates(t, replay(t, lmsSpec, append(recs, later), DefaultTopK), restored.close())
+	st := changelog.NewState()
+	for _, m := range cl.Records("cl") {
+		if err := st.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.Bundles) != len(recs) {
+		t.Errorf("the changelog holds %d keys after the restore, want %d (Badger's written to it)", len(st.Bundles), len(recs))
+	}
+}
+
+// crash closes the tester's store without a checkpoint, as a process
+// killed between two checkpoints leaves it, and returns its directory.
+func (ts *tester) crash() string {
+	ts.t.Helper()
+	ts.w.cache.release()
+	ts.done = true
+	if err := ts.store.Close(); err != nil {
+		ts.t.Fatal(err)
+	}
+	return ts.dir
+}

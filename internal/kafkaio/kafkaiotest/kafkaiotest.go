@@ -329,7 +329,13 @@ func (t *Txn) Produce(ctx context.Context, r *kafkaio.Record, done func(*kafkaio
 	cp := *r
 	cp.Key, cp.Value = append([]byte(nil), r.Key...), append([]byte(nil), r.Value...)
 	cp.Headers = append([]kafkaio.Header(nil), r.Headers...)
-	t.recs = append(t.recs, heldRecord{r: &cp})
+	// Acknowledged now; the offset it gets at Commit is written back to
+	// r, as kafkaio's producer writes it into the record it was given.
+	t.recs = append(t.recs, heldRecord{r: &cp, done: func(w *kafkaio.Record, err error) {
+		if err == nil {
+			r.Partition, r.Offset = w.Partition, w.Offset
+		}
+	}})
 	done(r, nil)
 }
 
@@ -339,7 +345,7 @@ func (t *Txn) Commit(ctx context.Context) error {
 		return err
 	}
 	for _, h := range t.recs {
-		t.c.Produce(ctx, h.r, func(*kafkaio.Record, error) {})
+		t.c.Produce(ctx, h.r, h.done)
 	}
 	t.recs, t.open = nil, false
 	return nil
