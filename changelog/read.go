@@ -18,10 +18,10 @@ type State struct {
 	// whose latest record read is a tombstone: gone on purpose, not
 	// missing (until compaction removes the tombstone too).
 	Erased, ErasedPending map[string]struct{}
-	Marker  *Marker           // nil: no checkpoint ever completed
-	Records int               // records read
-	Bytes   int64             // their value bytes
-	Next    int64             // offset of the next record to read
+	Marker                *Marker // nil: no checkpoint ever completed
+	Records               int     // records read
+	Bytes                 int64   // their value bytes
+	Next                  int64   // offset of the next record to read
 }
 
 // Source is where the changelog lives: the cluster (reads are
