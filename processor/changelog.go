@@ -129,7 +129,13 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tail, at, found, err := src.LastMarker(ctx, w.part)
+	var tail uint64
+	var at int64
+	var found bool
+	err = w.restoreStep(ctx, "read the changelog's last marker", func() (err error) {
+		tail, at, found, err = src.LastMarker(ctx, w.part)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -156,7 +162,7 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		st = changelog.NewState()
 	}
 	before := st.Records
-	if err := src.ReadFrom(ctx, w.part, st); err != nil {
+	if err := w.restoreStep(ctx, "read the changelog", func() error { return src.ReadFrom(ctx, w.part, st) }); err != nil {
 		return err
 	}
 	read := st.Records - before
@@ -165,7 +171,7 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		if !hasLocal {
 			return nil // no checkpoint anywhere: a fresh partition
 		}
-		return w.bootstrapChangelog(ctx)
+		return w.restoreStep(ctx, "write the local state to the changelog", func() error { return w.bootstrapChangelog(ctx) })
 	}
 	if hasLocal {
 		// The changelog is ahead of Badger (a crash between a checkpoint's
@@ -180,7 +186,7 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		if missing != "" {
 			w.log.Warn().Str("key", missing).Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).
 				Msg("the changelog lacks state the local store holds (the topic was recreated after the local checkpoint): writing the local state to it, replaying from the local checkpoint")
-			return w.bootstrapChangelog(ctx)
+			return w.restoreStep(ctx, "write the local state to the changelog", func() error { return w.bootstrapChangelog(ctx) })
 		}
 	}
 	if err := w.applyChangelog(st); err != nil {
@@ -190,7 +196,7 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		// Written before pending entries were records of their own: the
 		// state is written again in the current layout, so that no entry
 		// lives only in a bundle that a newer one replaces.
-		if err := w.rewriteChangelog(ctx, st); err != nil {
+		if err := w.restoreStep(ctx, "rewrite the changelog in the current layout", func() error { return w.rewriteChangelog(ctx, st) }); err != nil {
 			return err
 		}
 	}
@@ -202,6 +208,48 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		Int("keys", len(st.Bundles)).Int("records", read).Int64("bytes", st.Bytes).Int("ahead", len(w.skip)).
 		Dur("took", time.Since(start)).Msg("partition state restored from the changelog")
 	return nil
+}
+
+// restoreStep runs one Kafka step of a restore (a read of the changelog,
+// or a write of the local state to it). A step that may succeed later (a
+// broker restarting, a leader moving, a topic recreated meanwhile) is
+// retried until ctx ends; one that cannot (fenced, refused, a corrupt or
+// truncated changelog, a record too large) fails the partition, loudly,
+// and the restore returns errPartitionFailed: the other partitions and the
+// process go on.
+func (w *worker) restoreStep(ctx context.Context, what string, step func() error) error {
+	var storeErr error
+	err := retry(ctx, w.log, what, w.cfg.RetryBackoffMax, func() error {
+		err := step()
+		if errors.Is(err, errStoreFailed) {
+			storeErr = err // Badger, not Kafka: the process stops
+			return nil
+		}
+		if err == nil || ctx.Err() != nil || restoreRetriable(err) {
+			return err
+		}
+		w.fail(fmt.Errorf("restore: %s: %w", what, err))
+		return nil
+	})
+	if storeErr != nil {
+		return storeErr
+	}
+	if err == nil && w.failedErr != nil {
+		return fmt.Errorf("%w: %w", errPartitionFailed, w.failedErr)
+	}
+	return err
+}
+
+// restoreRetriable reports whether a restore step may succeed if run again.
+func restoreRetriable(err error) bool {
+	var loss *kafkaio.DataLoss
+	switch {
+	case errors.As(err, &loss), errors.Is(err, changelog.ErrCorrupt), errors.Is(err, errChangelogTooBig):
+		return false
+	case errors.Is(err, kafkaio.ErrRecreated), errors.Is(err, kafkaio.ErrOutOfRange):
+		return true // written or read again from the start
+	}
+	return kafkaio.IsRetriable(err)
 }
 
 // txnID is the transactional id of partition part's checkpoints: one per
@@ -336,15 +384,15 @@ func (w *worker) applyChangelog(st *changelog.State) error {
 func (w *worker) bootstrapChangelog(ctx context.Context) error {
 	meta, ok, err := w.store.Meta(w.part)
 	if err != nil || !ok {
-		return err
+		return storeFailed(err)
 	}
 	probe, err := w.metaProbe(meta)
 	if err != nil {
-		return err
+		return storeFailed(err)
 	}
 	bundles, pending, err := w.storedState(probe.ckptSeq, probe.nextIn, probe.nextLab, nil)
 	if err != nil {
-		return err
+		return storeFailed(err)
 	}
 	w.log.Info().Int("keys", len(bundles)).Int("pending", len(pending)).Uint64("seq", probe.ckptSeq).
 		Msg("writing the partition's whole state from the local store to the changelog")
@@ -455,6 +503,14 @@ func (w *worker) missingFromChangelog(st *changelog.State) (string, error) {
 		return missing, nil
 	}
 	return "", err
+}
+
+// storeFailed marks a Badger error (nil stays nil).
+func storeFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errStoreFailed, err)
 }
 
 // legacy reports a changelog state with pending entries inside bundles.

@@ -112,6 +112,13 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}()
 	}
 	if err := w.restore(groupIn, groupLab); err != nil {
+		switch {
+		case w.failedErr != nil: // a Kafka step that cannot succeed: the partition holds, not ready
+			<-ctx.Done()
+			return nil
+		case w.hard.Err() != nil: // revoked, and past the bound, while Kafka was unavailable
+			return nil
+		}
 		return fmt.Errorf("%w: restore partition %d: %w", errStoreFailed, w.part, err)
 	}
 	defer func() {

@@ -246,35 +246,14 @@ func TestChangelogLimitBelowTheCheckpoint(t *testing.T) {
 // changes into the next while reporting ready.
 func TestChangelogWriteRefused(t *testing.T) {
 	t.Parallel()
-	allow := func(rt kmsg.ACLResourceType) kfake.ACL {
-		return kfake.ACL{Resource: rt, Name: "*", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationAll, Allow: true}
-	}
-	deny := kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "cl", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationWrite}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.EnableSASL(), kfake.EnableACLs(),
-		kfake.Superuser("PLAIN", "admin", "admin"),
-		kfake.User("PLAIN", "app", "pw", allow(kmsg.ACLResourceTypeTopic), allow(kmsg.ACLResourceTypeGroup), allow(kmsg.ACLResourceTypeCluster),
-			allow(kmsg.ACLResourceTypeTransactionalId), deny))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	addr := c.ListenAddrs()[0]
+	addr, admin := deniedChangelog(t)
 	cfg := changelogConfig(t, addr, t.TempDir())
 	cfg.SASL = &SASL{Mechanism: "plain", Username: "app", Password: "pw"}
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
 	r := start(t, cfg)
 	defer r.stop(t)
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(plainAuth("admin", "admin")), kgo.DefaultProduceTopic(tIn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	for i := 0; i < 30; i++ {
-		if err := admin.ProduceSync(context.Background(), &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf(`{"id":"%d","x":[1,2,3],"y":1}`, i))}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produceAs(t, admin, 30)
 	waitUntil(t, 60*time.Second, "the partitions failed", func() bool { return len(r.p.Failed()) > 0 })
 	if r.p.Ready() {
 		t.Error("ready with partitions that cannot checkpoint")
@@ -300,6 +279,72 @@ func TestChangelogWriteRefused(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestChangelogRefusedAtRestore: a member with local state starts with the
+// changelog enabled, and writes to the changelog are denied: the restore
+// cannot write the local state to it. The partitions stop loudly; the
+// process does not exit (it did, as a store failure, and so did every
+// member the partitions moved to, through the group).
+func TestChangelogRefusedAtRestore(t *testing.T) {
+	t.Parallel()
+	addr, admin := deniedChangelog(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, addr, dir, lmsSpec, nil)
+	cfg.SASL = &SASL{Mechanism: "plain", Username: "app", Password: "pw"}
+	produceAs(t, admin, 30)
+	r := start(t, cfg)
+	waitUntil(t, 60*time.Second, "a checkpoint of the local state", func() bool { return r.p.Stats().Checkpoints >= 1 })
+	r.stop(t)
+
+	cfg.Changelog.Topic = "cl"
+	r = start(t, cfg)
+	defer r.stop(t) // Run returns nil: the process stayed up
+	waitUntil(t, 60*time.Second, "the partitions with local state failed", func() bool { return len(r.p.Failed()) > 0 })
+	if r.p.Ready() {
+		t.Error("ready with partitions that cannot restore")
+	}
+	for part, err := range r.p.Failed() {
+		if !strings.Contains(err.Error(), "restore") || !strings.Contains(strings.ToLower(err.Error()), "authoriz") {
+			t.Errorf("partition %d: %v does not name the restore and the cause", part, err)
+		}
+	}
+}
+
+// deniedChangelog starts a broker with ACLs on which user app may do
+// everything but write to the changelog topic "cl", and returns its
+// address and an admin client.
+func deniedChangelog(t *testing.T) (string, *kgo.Client) {
+	t.Helper()
+	allow := func(rt kmsg.ACLResourceType) kfake.ACL {
+		return kfake.ACL{Resource: rt, Name: "*", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationAll, Allow: true}
+	}
+	deny := kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "cl", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationWrite}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(nParts, tIn, tOut, tDLQ), kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "app", "pw", allow(kmsg.ACLResourceTypeTopic), allow(kmsg.ACLResourceTypeGroup), allow(kmsg.ACLResourceTypeCluster),
+			allow(kmsg.ACLResourceTypeTransactionalId), deny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(plainAuth("admin", "admin")), kgo.DefaultProduceTopic(tIn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	return addr, admin
+}
+
+// produceAs writes n labelled records of n keys with cl.
+func produceAs(t *testing.T, cl *kgo.Client, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf(`{"id":"%d","x":[1,2,3],"y":1}`, i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestPendingEntriesOutgrowARecord: one key has 300 pending entries, about
