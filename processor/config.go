@@ -236,6 +236,9 @@ type Config struct {
 	// crashOnStop makes a cancelled Run skip the final checkpoints, like a
 	// process killed between two checkpoints (tests).
 	crashOnStop bool
+	// partitionWatch, when > 0, replaces how often the group looks for
+	// partitions added to the input (10 s; tests).
+	partitionWatch time.Duration
 	// txnTimeout, when > 0, replaces kafkaio.DefaultTransactionTimeout
 	// (tests make the coordinator abort a transaction).
 	txnTimeout time.Duration

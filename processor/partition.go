@@ -62,7 +62,7 @@ func newWorker(p *Processor, store *checkpoint.Store, kio kafkaio.Cluster, part 
 	wk := &worker{p: p, cfg: &p.cfg, part: part, log: p.log.With().Int("partition", part).Logger(),
 		store: store, kio: kio, dec: wire.NewDecoder(p.cfg.Model.Dim, p.cfg.limits()), pend: newPendingMap(), watermark: math.MinInt64,
 		logGate: map[string]time.Time{}}
-	for i := 0; i < p.inParts; i++ {
+	for i := 0; i < int(p.inParts.Load()); i++ {
 		wk.partIDs = append(wk.partIDs, i)
 	}
 	wk.markerOffset.Store(-1)

@@ -292,8 +292,8 @@ func decodePending(key string, b []byte, dim int) (*pendingEntry, error) {
 // share of the topic's partitions).
 func (w *worker) maxPending() int {
 	m := w.cfg.MaxPending
-	if t := w.cfg.MaxPendingTotal; t > 0 && w.p.inParts > 0 {
-		m = min(m, (t+w.p.inParts-1)/w.p.inParts)
+	if t, n := w.cfg.MaxPendingTotal, int(w.p.inParts.Load()); t > 0 && n > 0 {
+		m = min(m, (t+n-1)/n)
 	}
 	return m
 }

@@ -106,7 +106,8 @@ func TestMaxPendingShare(t *testing.T) {
 		{100, 1000, 4, 100}, // the per-partition bound is smaller
 		{100, 90, 0, 100},   // partition count not known yet: no share
 	} {
-		w := &worker{p: &Processor{inParts: tc.inParts}, cfg: &Config{MaxPending: tc.perPartition, MaxPendingTotal: tc.total}}
+		w := &worker{p: &Processor{}, cfg: &Config{MaxPending: tc.perPartition, MaxPendingTotal: tc.total}}
+		w.p.inParts.Store(int64(tc.inParts))
 		if got := w.maxPending(); got != tc.want {
 			t.Errorf("%+v: maxPending %d, want %d", tc, got, tc.want)
 		}

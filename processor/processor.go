@@ -11,6 +11,7 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,7 +40,7 @@ type Processor struct {
 	loss     models.Loss
 	factory  *models.Factory // the learners of cfg.Model, shared by the partitions
 	specHash uint64
-	inParts  int             // the input topic's partition count (start-up checks)
+	inParts  atomic.Int64    // the input topic's partition count (start-up checks, each generation)
 	admin    *kafka.Client   // metadata and topic configs (start-up checks)
 	kio      kafkaio.Cluster // the record path: reads, produces, offsets
 	// The written topics' max.message.bytes as the brokers have them
@@ -187,7 +188,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer kc.Close() // after the workers and standbys, deferred below
 	p.kio = kc
 	if cfg.Changelog.Topic != "" {
-		if err := p.ensureChangelog(ctx, p.inParts); err != nil {
+		if err := p.ensureChangelog(ctx, int(p.inParts.Load())); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -243,7 +244,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		RebalanceTimeout: cfg.RebalanceTimeout, JoinGroupBackoff: 200 * time.Millisecond, StartOffset: start,
 		// Partitions added to the input start a rebalance that assigns
 		// them (their changelog partitions are added then).
-		WatchPartitionChanges: true, PartitionWatchInterval: 10 * time.Second,
+		WatchPartitionChanges: true, PartitionWatchInterval: cmp.Or(cfg.partitionWatch, 10*time.Second),
 		Timeout:     5 * time.Second,
 		Logger:      kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug().Str("client", "kafka-go").Msgf(f, a...) }),
 		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) { p.log.Debug().Str("client", "kafka-go").Msgf(f, a...) }),
@@ -328,14 +329,29 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 		ids[i] = a.ID
 	}
 	p.log.Info().Int32("generation", gen.ID).Str("member", gen.MemberID).Ints("partitions", ids).Msg("assigned")
-	if len(ids) > 0 && slices.Max(ids) >= p.inParts {
-		// Partitions were added to the input: the partitioner check
-		// counts them (keys move to other partitions with the new count,
-		// their state does not; docs/pipeline.md, "Adding partitions").
-		if n, err := p.checkTopics(ctx); err == nil {
-			p.log.Warn().Int("partitions", n).Int("before", p.inParts).Msg("partitions were added to the input")
-			p.inParts = n
+	// Partitions added to the input end every member's generation: each
+	// counts them, for the partitioner check (keys move to other
+	// partitions with the new count, their state does not;
+	// docs/pipeline.md, "Adding partitions"), also a member assigned none
+	// of the new ones. A member assigned one must know, and retries.
+	known, need, n := int(p.inParts.Load()), 0, 0
+	if len(ids) > 0 {
+		need = slices.Max(ids) + 1
+	}
+	count := func() error {
+		var err error
+		if n, err = p.inputPartitions(ctx); err == nil && n < need {
+			err = fmt.Errorf("the input has %d partitions, and partition %d is assigned", n, need-1)
 		}
+		return err
+	}
+	err := count()
+	if err != nil && need > known {
+		err = retry(ctx, p.log, "count the input topic's partitions", cfg.RetryBackoffMax, count)
+	}
+	if err == nil && n > known {
+		p.log.Warn().Int("partitions", n).Int("before", known).Msg("partitions were added to the input")
+		p.inParts.Store(int64(n))
 	}
 	for _, b := range stateAware(cfg.GroupBalancers) {
 		b.SetOwnedAssignments(gen.Assignments)
@@ -425,7 +441,7 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 			}
 		}
 	})
-	err := <-result
+	err = <-result
 	p.mu.Lock()
 	p.inGen = false
 	p.assigned = map[int]bool{}

@@ -47,7 +47,7 @@ func (p *Processor) startupChecks(ctx context.Context, store *checkpoint.Store) 
 	if err != nil {
 		return err
 	}
-	p.inParts = parts
+	p.inParts.Store(int64(parts))
 	return p.checkSpec(store, parts)
 }
 
@@ -78,6 +78,22 @@ func (p *Processor) checkTopics(ctx context.Context) (int, error) {
 		}
 		backoff = min(2*backoff, p.cfg.RetryBackoffMax)
 	}
+}
+
+// inputPartitions asks the input topic's partition count once (within 5
+// s): the generation goes on with the count it has when Kafka does not
+// answer.
+func (p *Processor) inputPartitions(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// Through kgo: kafka-go's transport answers Metadata from its cache.
+	c, ok := p.kio.(interface {
+		Partitions(context.Context, string) (int, error)
+	})
+	if !ok {
+		return 0, errors.New("the cluster client cannot count partitions")
+	}
+	return c.Partitions(ctx, p.cfg.InputTopic)
 }
 
 // forgetFailedDial drops a transport's connection pools after a failed

@@ -581,3 +581,45 @@ func TestTransactionPastItsTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestInputPartitionsAddedWhileRunning: two members run when a partition is
+// added to the input; only one of them can be assigned it. Both count it
+// afterwards, so that the partitioner check (wrong_partition) of the other
+// does not judge keys by the old count: with dead_letter, it dead-lettered
+// records its producer had placed right.
+func TestInputPartitionsAddedWhileRunning(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	produce(t, addr, stream(6, 5, 3, 58))
+	config := func() Config {
+		cfg := changelogConfig(t, addr, t.TempDir())
+		cfg.partitionWatch = 200 * time.Millisecond
+		return cfg
+	}
+	a := start(t, config())
+	defer a.stop(t)
+	b := start(t, config())
+	defer b.stop(t)
+	waitUntil(t, 60*time.Second, "both members in a generation with every partition", func() bool {
+		return a.p.Ready() && b.p.Ready() && len(a.p.Stats().Partitions)+len(b.p.Stats().Partitions) == nParts &&
+			len(a.p.Stats().Partitions) > 0 && len(b.p.Stats().Partitions) > 0
+	})
+	withAdmin(t, addr, func(ctx context.Context, cl *kgo.Client) {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = tIn, nParts+1
+		req.Topics = append(req.Topics, rt)
+		if _, err := req.RequestWith(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitUntil(t, 60*time.Second, "the added partition assigned", func() bool {
+		return a.p.Ready() && b.p.Ready() && len(a.p.Stats().Partitions)+len(b.p.Stats().Partitions) == nParts+1
+	})
+	for name, r := range map[string]*running{"a": a, "b": b} {
+		if n := r.p.inParts.Load(); n != nParts+1 {
+			t.Errorf("member %s counts %d input partitions, want %d", name, n, nParts+1)
+		}
+	}
+}

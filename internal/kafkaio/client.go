@@ -182,6 +182,28 @@ func (c *Client) listOffset(ctx context.Context, topic string, partition int32, 
 	return 0, fmt.Errorf("list offsets of %s/%d: no answer for the partition", topic, partition)
 }
 
+// Partitions asks a broker for topic's partition count (not a cached
+// answer: partitions added since show).
+func (c *Client) Partitions(ctx context.Context, topic string) (int, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return 0, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && *t.Topic == topic {
+			if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+				return 0, fmt.Errorf("metadata of %s: %w", topic, err)
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("metadata of %s: no answer for the topic", topic)
+}
+
 // AddPartitions grows topic to count partitions; a topic that has them
 // already (another member grew it first) is no error.
 func (c *Client) AddPartitions(ctx context.Context, topic string, count int) error {
