@@ -1,29 +1,51 @@
 // Package changelog keeps kernelstream's learner state in Kafka: a compacted
 // topic with one partition per input partition, written by every checkpoint
-// before Badger and the group commit, and read back by a member that gets a
-// partition without its state (an empty disk, a moved pod, a lost volume).
+// in one Kafka transaction before Badger and the group commit, and read back
+// read_committed by a member that gets a partition without its state (an
+// empty disk, a moved pod, a lost volume) or with an older checkpoint than
+// the changelog's last marker.
 //
 // # Records
 //
-// A checkpoint of a partition writes, for every routing key it changed, one
-// bundle record keyed by the routing key: the key's whole state as of that
-// checkpoint (its learner and all its pending-label entries) with the
-// checkpoint's sequence number and input and labels offsets. It then writes
-// one marker record (a fixed key) holding the partition meta of the
-// checkpoint (offsets, event-time watermark, spec hash, sequence number).
+// Every record key starts with a kind byte. A checkpoint of a partition
+// writes, in one transaction of the partition's transactional producer (one
+// transactional id per input partition):
 //
-// Why bundles, and why every bundle carries its offsets: Kafka may keep any
-// prefix of a checkpoint's records (the process died while writing it), and
-// compaction may drop every record of a key but the newest, so the version
-// of a key that the last complete checkpoint (the last marker) wrote can be
-// gone while a newer one, from a checkpoint that never finished, is there.
-// A bundle is a key's complete state at its own offsets, so a restore takes
-// the newest bundle of every key, resumes the input at the marker's offsets,
-// and, for each key whose bundle is newer than the marker, skips that key's
-// records below the bundle's offsets: they are already in its state. A
-// key's learner and pending entries are in one record so that they can never
-// come from different checkpoints. docs/pipeline.md, "State in Kafka", has
-// the whole argument.
+//   - a tombstone ('K' + routing key, no value) for every routing key it
+//     erased;
+//   - a bundle ('K' + routing key) for every routing key whose learner or
+//     idle time it changed: the key's learner, with the checkpoint's sequence
+//     number and next input and labels offsets (and, value version 2, the
+//     key's last-record time);
+//   - a pending record ('P' + the processor's key of the entry) for every
+//     pending-label entry it added, holding the entry as the local store
+//     does, and a tombstone for every one labelled, expired or erased;
+//   - last, one marker ('M') holding the checkpoint's sequence number and the
+//     partition meta (offsets, event-time watermark, spec hash).
+//
+// A checkpoint that finds the changelog recreated writes the partition's
+// whole state in the same transaction. A restore whose changelog has no
+// marker, an older one than the local store's, or a newer one that lacks
+// keys the local store holds (the topic was recreated) writes the local
+// state there in one transaction, with a marker of the local checkpoint.
+// Values are framed: magic, version, kind, payload, CRC-32C.
+//
+// Why this restores the last checkpoint exactly: a read_committed reader sees
+// a transaction's records all or none, and the partition's new owner
+// initialises the transactional id before it reads, which fences every
+// former owner, so a restore reads committed checkpoints only (the processor
+// refuses read_uncommitted with a changelog). Compaction keeps the newest
+// record of each key, which is what a restore keeps anyway (State.Apply:
+// the newest bundle of every key, the newest value of every pending entry,
+// the last marker; a tombstone removes its key), and every checkpoint writes
+// every key it changed, so each key's newest records are its state at the
+// last marker. Pending entries are records of their own so that a key with
+// many of them cannot make a record exceed max.message.bytes. A bundle still
+// carries its offsets: a changelog written before transactions may hold
+// bundles ahead of its last marker, and a restore skips that key's records
+// below them. A changelog of the layout before pending records (entries
+// inside bundles) is still read. docs/pipeline.md, "State in Kafka", has the
+// whole argument.
 package changelog
 
 import (

@@ -92,7 +92,7 @@ type Changelog struct {
 	ReplicationFactor int           `yaml:"replication_factor" doc:"replication factor of the changelog topic when the consumer creates it; 0 = the brokers' default"`
 	MinInsyncReplicas int           `yaml:"min_insync_replicas" doc:"min.insync.replicas of the changelog topic when the consumer creates it; 0 = the brokers' default"`
 	MaxMessageBytes   int           `yaml:"max_message_bytes" doc:"largest changelog record (one key's learner); the topic is created with it as max.message.bytes"`
-	MaxCompactionLag  time.Duration `yaml:"max_compaction_lag" doc:"bound on how long an erased or overwritten key's records stay in the changelog: the topic is created with it as max.compaction.lag.ms and segment.ms; negative = the brokers' defaults"`
+	MaxCompactionLag  time.Duration `yaml:"max_compaction_lag" doc:"bound on how long an erased or overwritten key's records stay in the changelog: a topic the consumer creates gets max.compaction.lag.ms and segment.ms of half this each (a segment rolls within one half, an idle partition's by a marker, and is compacted within the other), so an erasure is complete within it; an existing topic's settings are not changed; negative = the brokers' defaults (no bound)"`
 	StandbyReplicas   int           `yaml:"standby_replicas" doc:"other members that keep a warm in-memory copy of each partition's state by tailing its changelog partition; the partition goes to one of them when its owner leaves (docs/pipeline.md, \"Standby replicas\")"`
 }
 
