@@ -6,9 +6,10 @@ import (
 	"github.com/kernelstream/kernelstream/changelog"
 )
 
-// A checkpoint writes one bundle per changed key (the key's learner and
-// pending entries, with the checkpoint's offsets) and then a marker; a
-// restore decodes them in the order Kafka returns them.
+// A checkpoint writes, in one transaction, one bundle per changed key (the
+// key's learner, with the checkpoint's offsets), a record per changed
+// pending entry and then a marker; a restore decodes them in the order
+// Kafka returns them.
 func ExampleDecode() {
 	key := changelog.BundleKey([]byte("user-7"))
 	value := changelog.EncodeBundle(nil, &changelog.Bundle{Seq: 3, NextIn: 1200, NextLab: -2, Learner: []byte("state")})

@@ -24,8 +24,8 @@ type State struct {
 	Next                  int64   // offset of the next record to read
 }
 
-// Source is where the changelog lives: the cluster (reads are
-// read_committed unless the processor says otherwise) and the topic.
+// Source is where the changelog lives: the cluster (read read_committed:
+// the processor refuses read_uncommitted with a changelog) and the topic.
 type Source struct {
 	Cluster kafkaio.Cluster
 	Topic   string

@@ -44,7 +44,7 @@ type Kafka struct {
 	LabelsTopic    string   `yaml:"labels_topic" doc:"optional topic of delayed labels, co-partitioned with input_topic; empty = labels come on input_topic"`
 	StartOffset    string   `yaml:"start_offset" doc:"where a partition with no checkpoint and no committed offset starts: earliest or latest"`
 	OffsetReset    string   `yaml:"offset_reset" doc:"when the offset to resume from is out of the log's range (topic recreated, retention passed it): earliest (read the log from its start), latest (skip to its end) or fail (the partition stops, not ready); always logged and counted"`
-	IsolationLevel string   `yaml:"isolation_level" doc:"what the input, labels and changelog reads see of transactional writes: read_committed (records of aborted transactions never reach a learner; transaction markers skipped) or read_uncommitted"`
+	IsolationLevel string   `yaml:"isolation_level" doc:"what the input, labels and changelog reads see of transactional writes: read_committed (records of aborted transactions never reach a learner; transaction markers skipped) or read_uncommitted (refused with changelog.enabled: a restore would read checkpoints that never committed)"`
 	WrongPartition string   `yaml:"wrong_partition" doc:"records whose key belongs to another partition under murmur2 (a producer with another partitioner): count (log and count, process anyway) or dead_letter (reason wrong_partition)"`
 	// Group membership and retries.
 	SessionTimeout    time.Duration `yaml:"session_timeout" doc:"group session timeout: a member silent this long is removed and its partitions move (the broker must allow it: Kafka accepts 6s to 30m by default, else the consumer exits 3)"`
@@ -79,7 +79,7 @@ type SASL struct {
 // Checkpoint says where and how often learner state is made durable.
 type Checkpoint struct {
 	Dir         string        `yaml:"dir" doc:"Badger directory for learner state, pending labels and offsets (a persistent volume)"`
-	Interval    time.Duration `yaml:"interval" doc:"time between checkpoints of a partition"`
+	Interval    time.Duration `yaml:"interval" doc:"time between checkpoints of a partition (at most 15s with output.delivery exactly_once)"`
 	MaxRecords  int           `yaml:"max_records" doc:"records after which a partition checkpoints even before interval"`
 	MemTableMiB int           `yaml:"memtable_mib" doc:"the state store's memtable size in MiB (8 to 1024): larger flushes and compacts less often, for streams whose learners are mostly on disk (64 against 16, 500,000 keys with 50,000 in memory: 1.1-1.6x the records/s, 30-40 % less CPU per record; docs/scale.md); the state directory may exceed the live state by about 4 x this and memory by about 2 x this"`
 	MinFreeMiB  int           `yaml:"min_free_mib" doc:"free space (MiB) of the checkpoint directory's file system below which the partitions stop reading and checkpointing (not ready) until space is freed, so that the state store never faults on a full disk; 0 = 256 + 4 x memtable_mib, negative = no check"`
@@ -128,7 +128,7 @@ type Output struct {
 	TopK         int           `yaml:"top_k" doc:"arms listed in the ranking of a decision record scored by a regression learner"`
 	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
 	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"the longest a prediction waits for its batch to fill (linger); 0: no wait, batches form while a request is in flight"`
-	Delivery     string        `yaml:"delivery" doc:"at_least_once (predictions visible at once; after a crash the records since the last checkpoint are predicted again, same ids) or exactly_once (predictions written in each checkpoint's transaction, visible to read_committed readers when it commits, once; they wait up to checkpoint.interval; needs the changelog)"`
+	Delivery     string        `yaml:"delivery" doc:"at_least_once (predictions visible at once; after a crash the records since the last checkpoint are predicted again, same ids) or exactly_once (predictions written in each checkpoint's transaction, visible to read_committed readers when it commits, once; they wait up to checkpoint.interval, at most 15s; needs the changelog)"`
 	Compression  string        `yaml:"compression" doc:"compression of the output, dead-letter and changelog batches: none, gzip, snappy, lz4 or zstd"`
 }
 

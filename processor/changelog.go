@@ -32,11 +32,11 @@ type ChangelogConfig struct {
 	// max.message.bytes. Default 8 MiB.
 	MaxMessageBytes int
 	// MaxCompactionLag bounds how long a compacted-away record stays in the
-	// changelog: the topic, when the processor creates it, gets it as
-	// max.compaction.lag.ms and segment.ms, so an erased key's state is
-	// gone from Kafka this long after the checkpoint that erased it (a
-	// partition whose changelog gets no newer record writes a marker to
-	// roll its segment). Default 7 days; negative = the brokers' defaults
+	// changelog: the topic, when the processor creates it, gets half of it
+	// as max.compaction.lag.ms and half as segment.ms, so an erased key's
+	// state is gone from Kafka within it after the checkpoint that erased
+	// it (a partition whose changelog gets no newer record writes a marker
+	// to roll its segment). Default 7 days; negative = the brokers' defaults
 	// (no bound).
 	MaxCompactionLag time.Duration
 	// StandbyReplicas is how many other members keep a warm copy of each
@@ -691,6 +691,11 @@ func (w *worker) changelogMessages(bundles []keyBundle, pending []checkpoint.Op,
 	return append(msgs, kafkaio.Record{Topic: topic, Partition: part, Key: changelog.MarkerKey(), Value: changelog.EncodeMarker(nil, m)})
 }
 
+// errLandedInRecreated: a checkpoint's transaction committed (its outputs
+// too, with exactly_once) into a changelog topic recreated since the
+// previous one: the checkpoint stands, and the next writes the whole state.
+var errLandedInRecreated = fmt.Errorf("the transaction landed in a recreated topic: %w", kafkaio.ErrRecreated)
+
 // errChangelogTooBig: a key's learner exceeds the changelog topic's record
 // limit.
 var errChangelogTooBig = errors.New("changelog record above the topic's max.message.bytes")
@@ -743,7 +748,7 @@ func (w *worker) writeChangelog(ctx context.Context, msgs []kafkaio.Record) erro
 		// between two transactions. What this one wrote is there; the
 		// rest of the state is not.
 		w.markerOffset.Store(last)
-		return fmt.Errorf("changelog %s/%d: marker at offset %d below the previous one: %w", w.cfg.Changelog.Topic, w.part, last, kafkaio.ErrRecreated)
+		return fmt.Errorf("changelog %s/%d: marker at offset %d below the previous one: %w", w.cfg.Changelog.Topic, w.part, last, errLandedInRecreated)
 	} else {
 		w.markerOffset.Store(last)
 	}

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -346,4 +347,52 @@ func (ts *tester) crash() string {
 		ts.t.Fatal(err)
 	}
 	return ts.dir
+}
+
+// noCommit is an offsetCommitter for a tester: there is no group.
+type noCommit struct{}
+
+func (noCommit) CommitOffsets(map[string]map[int]int64) error { return nil }
+
+// TestCheckpointLandedInARecreatedChangelog: a checkpoint's transaction
+// commits, but its marker lands below the previous one: the changelog
+// topic was recreated in between. The transaction committed (with
+// exactly_once, its predictions too), so the checkpoint stands: Badger
+// takes it instead of the partition replaying (and committing those
+// predictions again), flagged so that even a restart before the next
+// checkpoint writes the whole state to the changelog.
+func TestCheckpointLandedInARecreatedChangelog(t *testing.T) {
+	t.Parallel()
+	ts := newTester(t, lmsSpec, nil)
+	cl := &kafkaiotest.Cluster{}
+	p := ts.w.p
+	p.kio, p.cfg.Changelog.Topic, p.changelogLimit = cl, "cl", 1<<20
+	txn, err := cl.Transactional("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.w.txn = txn
+	recs := stream(3, 4, 3, 59)
+	ts.consume(recs...)
+	snap, err := ts.w.takeSnapshot()
+	if err != nil || snap == nil {
+		t.Fatal(snap, err)
+	}
+	ts.w.markerOffset.Store(1000) // the last marker, in the topic before it was recreated
+	err = ts.w.commitSnapshot(context.Background(), noCommit{}, snap)
+	ts.w.ckptBusy = true
+	if cerr := ts.w.complete(ckptResult{snap: snap, start: time.Now(), err: err}); err != nil || cerr != nil {
+		t.Fatalf("checkpoint: %v, %v: want it to stand", err, cerr)
+	}
+	if !ts.w.rebuildChangelog {
+		t.Error("the next checkpoint does not write the whole state")
+	}
+	dir := ts.crash()
+	restarted := newTester(t, lmsSpec, func(c *Config) { c.CheckpointDir = dir })
+	if restarted.w.nextIn != int64(len(recs)) {
+		t.Errorf("restarted at offset %d, want %d: the checkpoint did not stand", restarted.w.nextIn, len(recs))
+	}
+	if !restarted.w.rebuildChangelog {
+		t.Error("a restart before the rebuild forgot that the changelog lacks the partition's state")
+	}
 }

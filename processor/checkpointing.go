@@ -84,7 +84,7 @@ type snapshot struct {
 	changelog  []kafkaio.Record  // its changelog records, one transaction written before Badger
 	warm       []checkpoint.Op   // restored learners it moves into Badger (warm.go), written before cp
 	tombstoned []string          // keys of empty bundles a restore found that it tombstones (again candidates if it is abandoned)
-	rebuild    bool              // write the whole partition to the changelog, from Badger, after the Badger commit
+	rebuild    bool              // write the whole partition to the changelog (Badger's state, the restored learners not yet in it, then this checkpoint's changes), in its transaction
 	recreated  bool              // the changelog was found recreated: the next one rebuilds
 	warmBase   map[string][]byte // of a rebuild: the restored learners not yet in Badger
 	nextIn     int64             // the checkpoint's offsets (its bundles')
@@ -254,7 +254,13 @@ var errPartitionFailed = errors.New("partition cannot checkpoint")
 
 // commitSnapshot runs the protocol; it touches only the snapshot, the
 // emitter, the store and the generation (all safe from this goroutine).
-func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap *snapshot) error {
+// offsetCommitter commits the group's offsets: the generation's
+// (*kafka.Generation), or a test's.
+type offsetCommitter interface {
+	CommitOffsets(offsets map[string]map[int]int64) error
+}
+
+func (w *worker) commitSnapshot(ctx context.Context, gen offsetCommitter, snap *snapshot) error {
 	if snap.seq == ^uint64(0) {
 		return fmt.Errorf("%w: an output was given up", errAbandoned)
 	}
@@ -271,7 +277,13 @@ func (w *worker) commitSnapshot(ctx context.Context, gen *kafka.Generation, snap
 				return fmt.Errorf("%w: %w", errStoreFailed, err)
 			}
 		}
-		if err := w.writeChangelog(w.hard, records); err != nil {
+		if err := w.writeChangelog(w.hard, records); errors.Is(err, errLandedInRecreated) {
+			// Committed, outputs and all: Badger takes the checkpoint
+			// (predicting its records again would commit them twice),
+			// flagged so that a restart before the rebuild rebuilds too.
+			snap.recreated = true // complete says so
+			snap.cp.Meta = withMetaFlags(snap.cp.Meta, metaChangelogIncomplete)
+		} else if err != nil {
 			return w.changelogFailed(snap, err)
 		}
 		if h := TestHookAfterChangelog; h != nil {
@@ -370,12 +382,14 @@ func (w *worker) complete(res ckptResult) error {
 		}
 		// Only a marker appended once segment.ms has passed rolls the
 		// segment: an earlier checkpoint leaves the roll due, and one
-		// abandoned leaves it due again. The earliest roll due is kept: it
-		// rolls the later tombstones' segment too.
+		// abandoned leaves it due again. The latest tombstones set it: the
+		// segment they are in started no later than they were written, so
+		// segment.ms after them it rolls, with any earlier tombstones in
+		// it (a busy partition rolls its segments by its own appends).
 		if res.snap.rolls {
 			w.rollAt = time.Time{}
 		}
-		if res.snap.tombstones > 0 && w.cfg.Changelog.MaxCompactionLag > 0 && w.rollAt.IsZero() {
+		if res.snap.tombstones > 0 && w.cfg.Changelog.MaxCompactionLag > 0 {
 			w.rollAt = time.Now().Add(w.cfg.Changelog.MaxCompactionLag / 2)
 		}
 		w.cache.committed(res.snap.fresh)

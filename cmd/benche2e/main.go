@@ -77,6 +77,7 @@ type options struct {
 	users, arms         int
 	decimals            int
 	model               string // the -model text as given
+	visible             bool
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -88,6 +89,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.keys, "keys", 64, "routing keys")
 	fs.Float64Var(&o.rate, "rate", 5000, "records/s of the latency run")
 	fs.Float64Var(&o.latencySeconds, "latency-seconds", 10, "duration of the latency run")
+	fs.BoolVar(&o.visible, "visible", false, "latency until a read_committed consumer receives the output (with output.delivery exactly_once, the checkpoint's commit), not until its timestamp")
 	spec := fs.String("model", `{"algorithm":"aogd-ald","dim":5,"kernel":{"type":"gaussian","sigma":1},"params":{"max_budget":16},"seed":1}`, "model spec (JSON or @file)")
 	fs.StringVar(&o.dir, "dir", "", "checkpoint directory (default: a temporary one)")
 	fs.BoolVar(&o.skipRelay, "skip-relay", false, "measure kernelstream only (neither relay)")
@@ -231,6 +233,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		time.Sleep(500 * time.Millisecond)
+		var arrivals func() map[string]time.Time
+		if o.visible {
+			if arrivals, err = watchArrivals(ctx, b.Addrs(), lOut); err != nil {
+				return errors.Join(err, stop())
+			}
+		}
 		nLat := int(o.rate * o.latencySeconds)
 		inTimes, err := produce(ctx, b.Addrs(), lIn, o, nLat, o.rate)
 		if err != nil {
@@ -245,6 +253,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		lat := latencies(msgs, inTimes)
+		if arrivals != nil {
+			lat = arrivalLatencies(arrivals(), inTimes)
+		}
 		r.latN = len(lat)
 		r.p50, r.p99, r.pmax = quantile(lat, 0.5), quantile(lat, 0.99), quantile(lat, 1)
 		fmt.Fprintf(stderr, "   latency at %.0f records/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d records)\n", o.rate, r.p50, r.p99, r.pmax, r.latN)
@@ -452,6 +463,54 @@ func latencies(out []kafka.Message, in map[string]time.Time) []float64 {
 	}
 	lat := make([]float64, 0, len(firstOut))
 	for id, t := range firstOut {
+		if t0, ok := in[id]; ok {
+			lat = append(lat, float64(t.Sub(t0).Microseconds())/1000)
+		}
+	}
+	sort.Float64s(lat)
+	return lat
+}
+
+// watchArrivals reads topic as a downstream service would (read_committed,
+// from its start, fetches answered at once) and notes when each record id
+// first arrives; the returned function stops it and gives the times.
+func watchArrivals(ctx context.Context, addrs []string, topic string) (func() map[string]time.Time, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(10*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	seen := map[string]time.Time{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for rctx.Err() == nil {
+			fs := cl.PollFetches(rctx)
+			now := time.Now()
+			fs.EachRecord(func(r *kgo.Record) {
+				if id := recordID(r.Value); id != "" {
+					if _, ok := seen[id]; !ok {
+						seen[id] = now
+					}
+				}
+			})
+		}
+	}()
+	return func() map[string]time.Time {
+		cancel()
+		<-done
+		cl.Close()
+		return seen
+	}, nil
+}
+
+// arrivalLatencies are the times from each input record to its output's
+// arrival at the reader, sorted, in milliseconds.
+func arrivalLatencies(arrived, in map[string]time.Time) []float64 {
+	lat := make([]float64, 0, len(arrived))
+	for id, t := range arrived {
 		if t0, ok := in[id]; ok {
 			lat = append(lat, float64(t.Sub(t0).Microseconds())/1000)
 		}
