@@ -177,16 +177,20 @@ func (w *worker) restoreChangelog(ctx context.Context) error {
 		// The changelog is ahead of Badger (a crash between a checkpoint's
 		// transaction and its Badger commit). It must also hold what
 		// Badger holds: a changelog recreated after Badger's checkpoint
-		// and written since with one checkpoint's changes only would
-		// restore those keys and lose the rest.
-		missing, err := w.missingFromChangelog(st)
+		// holds only the checkpoint that did not reach Badger, the one
+		// after Badger's (each checkpoint reaches Badger right after its
+		// transaction), so Badger's state with that checkpoint's records
+		// over it is that checkpoint's state. Replaying from Badger's
+		// checkpoint instead would, with exactly_once, commit that
+		// checkpoint's predictions twice.
+		merged, err := w.mergeLocal(st)
 		if err != nil {
 			return err
 		}
-		if missing != "" {
-			w.log.Warn().Str("key", missing).Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).
-				Msg("the changelog lacks state the local store holds (the topic was recreated after the local checkpoint): writing the local state to it, replaying from the local checkpoint")
-			return w.restoreStep(ctx, "write the local state to the changelog", func() error { return w.bootstrapChangelog(ctx) })
+		if merged > 0 {
+			w.log.Warn().Int("keys", merged).Uint64("seq", st.Marker.Seq).Uint64("local_seq", local).
+				Msg("the changelog lacks state the local store holds (the topic was recreated after the local checkpoint): restored from both; the next checkpoint writes all of it to the changelog")
+			w.rebuildChangelog = true
 		}
 	}
 	if err := w.applyChangelog(st); err != nil {
@@ -471,38 +475,59 @@ func (w *worker) storedState(seq uint64, nextIn, nextLab int64, warm map[string]
 	return list, pending, nil
 }
 
-// missingFromChangelog returns a key (a learner's, or a pending entry's)
-// that Badger holds and st neither holds nor erased, or "" when st covers
-// Badger.
-func (w *worker) missingFromChangelog(st *changelog.State) (string, error) {
-	var missing string
-	errFound := errors.New("found")
-	err := w.store.EachLearner(w.part, func(k, _ []byte) error {
-		if _, ok := st.Bundles[string(k)]; ok {
-			return nil
+// mergeLocal adds to st the learners, idle times and pending entries that
+// Badger holds and st neither holds nor erased (a tombstone), as of Badger's
+// checkpoint, and returns how many learners and entries it added.
+func (w *worker) mergeLocal(st *changelog.State) (int, error) {
+	meta, ok, err := w.store.Meta(w.part)
+	if err != nil || !ok {
+		return 0, err
+	}
+	probe, err := w.metaProbe(meta)
+	if err != nil {
+		return 0, err
+	}
+	absent := func(k string) bool {
+		_, held := st.Bundles[k]
+		_, erased := st.Erased[k]
+		return !held && !erased
+	}
+	added := map[string]*changelog.Bundle{}
+	err = w.store.EachLearner(w.part, func(k, v []byte) error {
+		if absent(string(k)) {
+			added[string(k)] = &changelog.Bundle{Seq: probe.ckptSeq, NextIn: probe.nextIn, NextLab: probe.nextLab, Learner: append([]byte(nil), v...)}
 		}
-		if _, ok := st.Erased[string(k)]; ok {
-			return nil
-		}
-		missing = string(k)
-		return errFound
+		return nil
 	})
-	if err == nil && !legacy(st) { // a legacy changelog keeps entries in bundles
-		err = w.store.EachPending(w.part, func(k, _ []byte) error {
-			if _, ok := st.Pending[string(k)]; ok {
-				return nil
+	if err == nil && w.cfg.KeyTTL > 0 {
+		err = w.store.EachIdle(w.part, func(k, v []byte) error {
+			if b, ok := added[string(k)]; ok {
+				if last, err := decodeIdle(string(k), v); err == nil {
+					b.HasLastRecord, b.LastRecord = true, last
+				}
 			}
-			if _, ok := st.ErasedPending[string(k)]; ok {
-				return nil
-			}
-			missing = "pending entry of " + string(routingOf(k))
-			return errFound
+			return nil
 		})
 	}
-	if errors.Is(err, errFound) {
-		return missing, nil
+	n := len(added)
+	if err == nil && !legacy(st) { // a legacy changelog keeps entries in bundles
+		err = w.store.EachPending(w.part, func(k, v []byte) error {
+			_, held := st.Pending[string(k)]
+			_, erased := st.ErasedPending[string(k)]
+			if !held && !erased {
+				st.Pending[string(k)] = append([]byte(nil), v...)
+				n++
+			}
+			return nil
+		})
 	}
-	return "", err
+	if err != nil {
+		return 0, err
+	}
+	for k, b := range added {
+		st.Bundles[k] = b
+	}
+	return n, nil
 }
 
 // storeFailed marks a Badger error (nil stays nil).

@@ -287,20 +287,26 @@ func TestStaleStandbyCopyIsDropped(t *testing.T) {
 // transaction (its keys and a marker newer than Badger's) before the
 // member crashed ahead of that checkpoint's Badger commit. The restarted
 // member must not restore that checkpoint's keys alone (and reset Badger
-// under them): it finds Badger's keys missing from the changelog, writes
-// Badger's state to it and replays from Badger's checkpoint.
+// under them), nor replay from Badger's checkpoint (with exactly_once,
+// committing that checkpoint's predictions twice): Badger's state with the
+// changelog's records over it is the newer checkpoint's, restored as such,
+// and the next checkpoint writes all of it to the changelog.
 func TestChangelogBehindTheLocalStore(t *testing.T) {
 	t.Parallel()
 	var recs []testRecord
 	for k := 0; k < 4; k++ {
 		recs = append(recs, testRecord{key: fmt.Sprintf("user-%d", k), value: string(wire.AppendLabeled(nil, "a", []float64{float64(k), 1, 2}, 1))})
 	}
-	later := testRecord{key: "user-0", value: string(wire.AppendLabeled(nil, "b", []float64{3, 2, 1}, 2))}
+	later := []testRecord{
+		{key: "user-0", value: string(wire.AppendLabeled(nil, "b", []float64{3, 2, 1}, 2))},
+		{key: "user-1", value: string(wire.AppendFeatures(nil, "c", []float64{1, 1, 1}))}, // a pending entry
+		{key: "user-2", value: `{"id":"d","delete":true}`},                                // a tombstone
+	}
 	run := newTester(t, lmsSpec, nil)
 	run.w.p.cfg.Changelog.Topic = "cl"
 	run.consume(recs...)
 	run.settle(nil) // in Badger and in the old topic
-	run.consume(later)
+	run.consume(later...)
 	snap, err := run.w.takeSnapshot() // its transaction lands in the new topic; the member dies before Badger
 	if err != nil || snap == nil {
 		t.Fatal(snap, err)
@@ -320,20 +326,41 @@ func TestChangelogBehindTheLocalStore(t *testing.T) {
 	if err := restored.w.restore(-1, -1); err != nil {
 		t.Fatal(err)
 	}
-	if restored.w.nextIn != int64(len(recs)) {
-		t.Fatalf("resumed at offset %d, want %d (Badger's checkpoint)", restored.w.nextIn, len(recs))
+	if want := int64(len(recs) + len(later)); restored.w.nextIn != want {
+		t.Fatalf("resumed at offset %d, want %d (the newer checkpoint's)", restored.w.nextIn, want)
 	}
-	restored.next[tIn] = restored.w.nextIn
-	restored.consume(later)
-	checkStates(t, replay(t, lmsSpec, append(recs, later), DefaultTopK), restored.close())
+	if !restored.w.rebuildChangelog {
+		t.Fatal("the next checkpoint does not write the whole state to the changelog")
+	}
+	restored.w.groupBehind = true // a checkpoint with nothing new: the rebuild
+	rebuild, err := restored.w.takeSnapshot()
+	if err != nil || rebuild == nil || !rebuild.rebuild {
+		t.Fatal(rebuild, err)
+	}
+	err = restored.w.commitSnapshot(context.Background(), noCommit{}, rebuild)
+	restored.w.ckptBusy = true
+	if cerr := restored.w.complete(ckptResult{snap: rebuild, start: time.Now(), err: err}); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	whole := newTester(t, lmsSpec, nil) // the uninterrupted run
+	whole.consume(append(append([]testRecord(nil), recs...), later...)...)
+	want, got := storedStates(t, whole.close()), storedStates(t, restored.close())
+	if len(got) != len(want) {
+		t.Errorf("%d learners restored, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if !bytes.Equal(got[k], w) {
+			t.Errorf("key %s: restored state (%d bytes) differs from the uninterrupted run's (%d bytes)", k, len(got[k]), len(w))
+		}
+	}
 	st := changelog.NewState()
 	for _, m := range cl.Records("cl") {
 		if err := st.Apply(&m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(st.Bundles) != len(recs) {
-		t.Errorf("the changelog holds %d keys after the restore, want %d (Badger's written to it)", len(st.Bundles), len(recs))
+	if len(st.Bundles) != len(want) || len(st.Pending) != 1 {
+		t.Errorf("the changelog holds %d keys and %d pending entries after the rebuild, want %d and 1", len(st.Bundles), len(st.Pending), len(want))
 	}
 }
 
