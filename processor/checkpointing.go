@@ -101,9 +101,17 @@ type ckptResult struct {
 
 // startCheckpoint snapshots the partition and commits it in the background.
 func (w *worker) startCheckpoint(ctx context.Context, gen *kafka.Generation) error {
+	t0 := nowNano()
 	snap, err := w.takeSnapshot()
 	if err != nil || snap == nil {
 		return err
+	}
+	if h := TestHookCheckpoint; h != nil {
+		n := 0
+		for _, op := range snap.cp.Learners {
+			n += len(op.Value)
+		}
+		h(CheckpointEvent{Partition: w.part, Step: "snapshot", Start: t0, End: nowNano(), Learners: len(snap.cp.Learners), Bytes: n})
 	}
 	w.ckptBusy = true
 	start := time.Now()
@@ -264,9 +272,20 @@ func (w *worker) commitSnapshot(ctx context.Context, gen offsetCommitter, snap *
 	if snap.seq == ^uint64(0) {
 		return fmt.Errorf("%w: an output was given up", errAbandoned)
 	}
+	hook := TestHookCheckpoint
+	t0 := nowNano()
+	step := func(name string) {
+		if hook != nil {
+			t := nowNano()
+			hook(CheckpointEvent{Partition: w.part, Step: name, Start: t0, End: t})
+			t0 = t
+		}
+	}
 	if err := w.em.waitAcked(ctx, snap.seq); err != nil {
 		return fmt.Errorf("%w: %w", errAbandoned, err)
 	}
+	step("acked")
+	defer step("group")
 	if records := snap.changelog; records != nil {
 		if snap.rebuild {
 			// The changelog lacks the partition (recreated): the whole
@@ -289,10 +308,12 @@ func (w *worker) commitSnapshot(ctx context.Context, gen offsetCommitter, snap *
 		if h := TestHookAfterChangelog; h != nil {
 			h(w.part)
 		}
+		step("changelog")
 	}
 	if err := w.storeSnapshot(snap); err != nil {
 		return fmt.Errorf("%w: %w", errStoreFailed, err)
 	}
+	step("badger")
 	if err := gen.CommitOffsets(snap.offsets); err != nil {
 		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
 	}

@@ -41,6 +41,12 @@ type emitter struct {
 	notify  chan struct{}
 	waiters int // goroutines in waitAcked: notify is closed (and replaced) only for them
 
+	// Stage timestamps (stages.go), when traced: the worker's record in
+	// hand, and per slot the stages of its output.
+	cur   *StageTimes
+	trace []StageTimes
+	hook  func(StageTimes)
+
 	failErr  atomic.Pointer[error] // the error that stopped the emitter for good
 	done     chan struct{}         // closed with failErr set
 	doneOnce sync.Once
@@ -104,6 +110,11 @@ func (e *emitter) emit(ctx context.Context, seq uint64, out *kafkaio.Record, inp
 	s.rec.Topic, s.rec.Key, s.rec.Value, s.rec.Headers, s.rec.Time = out.Topic, out.Key, out.Value, s.hdrs, out.Time
 	s.rec.Partition = -1 // murmur2 of the key, as Kafka's Java client places it
 	s.state.Store(slotSent)
+	if e.trace != nil && output {
+		t := &e.trace[seq%emitWindow]
+		*t = *e.cur
+		t.Produced = nowNano()
+	}
 	e.kio.Produce(ctx, &s.rec, s.ack)
 	return nil
 }
@@ -119,6 +130,11 @@ func (s *outSlot) delivered(r *kafkaio.Record, err error) {
 		return
 	}
 	if s.output {
+		if e.trace != nil {
+			t := e.trace[s.seq%emitWindow]
+			t.Acked = nowNano()
+			e.hook(t)
+		}
 		if e.metrics != nil {
 			e.metrics.latency.Observe(time.Since(s.input).Seconds())
 		}

@@ -60,6 +60,9 @@ func (w *worker) apply(ctx context.Context, msg *kafkaio.Record, fromLabels, emi
 	if err != nil {
 		return 0, err
 	}
+	if w.stages != nil {
+		w.stageMark(&w.stages.Decoded)
+	}
 	w.advanceWatermark(msg, ts)
 	if w.idle != nil && r.Kind != wire.KindDelete {
 		// A label refreshes a known key's clock; only records that give a
@@ -159,6 +162,9 @@ func (w *worker) predict(ctx context.Context, msg *kafkaio.Record, r *wire.Recor
 	if err := contain("Predict", func() { p = s.l.Predict(r.X) }); err != nil {
 		return w.onPanic(s, err)
 	}
+	if w.stages != nil {
+		w.stageMark(&w.stages.Decided)
+	}
 	if p.Err != nil {
 		// The learner refused x (e.g. ||x||^2 overflows its kernel): the
 		// record is unusable, the learner untouched.
@@ -209,6 +215,9 @@ func (w *worker) decide(ctx context.Context, msg *kafkaio.Record, r *wire.Record
 		var d models.Decision
 		if err := contain("Choose", func() { d = b.Choose(r.Arms) }); err != nil {
 			return w.onPanic(s, err)
+		}
+		if w.stages != nil {
+			w.stageMark(&w.stages.Decided)
 		}
 		if d.Arm < 0 || d.Arm >= len(r.Arms) {
 			w.log.Error().Int("arm", d.Arm).Int("arms", len(r.Arms)).Msg("bandit chose an arm out of range; record skipped")

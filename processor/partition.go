@@ -51,6 +51,7 @@ type worker struct {
 	kbuf    []byte
 	scores  []scored
 	logGate map[string]time.Time
+	stages  *StageTimes // the record in hand's stage timestamps, when TestHookStages is set
 }
 
 type scored struct {
@@ -66,6 +67,9 @@ func newWorker(p *Processor, store *checkpoint.Store, kio kafkaio.Cluster, part 
 		wk.partIDs = append(wk.partIDs, i)
 	}
 	wk.markerOffset.Store(-1)
+	if TestHookStages != nil {
+		wk.stages = &StageTimes{}
+	}
 	return wk
 }
 
@@ -151,6 +155,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		out = w.txn
 	}
 	w.em = newEmitter(out, w.log, w.p.m)
+	if w.stages != nil {
+		w.em.cur, w.em.trace, w.em.hook = w.stages, make([]StageTimes, emitWindow), TestHookStages
+	}
 	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 
 	m := w.newMerger()
@@ -210,6 +217,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			break
 		}
 		if msg != nil {
+			if w.stages != nil {
+				*w.stages = StageTimes{Partition: w.part, Offset: msg.Offset, Kafka: msg.Time.UnixNano(), Polled: m.in.cur.Polled, Started: nowNano()}
+			}
 			if err := w.handle(ctx, msg, fromLabels); err != nil {
 				return err
 			}

@@ -73,9 +73,17 @@ type decisionRun struct {
 	maxLag   time.Duration // how far behind its schedule the feeder fell
 	fed      int
 	feedDur  time.Duration
+	stages   *stageLog // -stages
 }
 
 func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile string, stdout, stderr io.Writer) error {
+	var stages *stageLog
+	if o.stages != "" {
+		stages = newStageLog()
+		done := make(chan struct{})
+		defer close(done)
+		go stages.sleeper(done)
+	}
 	env, err := banditenv.NewClicks(banditenv.ClickConfig{Users: o.users, Dim: o.spec.Dim, Candidates: o.arms, Decimals: o.decimals}, 1)
 	if err != nil {
 		return err
@@ -104,7 +112,7 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 	time.Sleep(500 * time.Millisecond)
 
 	load0, _ := os.ReadFile("/proc/loadavg")
-	r := &decisionRun{s: env.Stream(n), inTime: make(map[string]time.Time, n), answered: make(map[string]bool, n)}
+	r := &decisionRun{s: env.Stream(n), inTime: make(map[string]time.Time, n), answered: make(map[string]bool, n), stages: stages}
 	var prof bytes.Buffer
 	if err := pprof.StartCPUProfile(&prof); err != nil {
 		return err
@@ -165,6 +173,21 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 	}
 	if cpuProfile != "" {
 		if err := os.WriteFile(cpuProfile, prof.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.memProfile != "" {
+		f, err := os.Create(o.memProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+		f.Close()
+	}
+	if stages != nil {
+		if err := stages.write(o.stages); err != nil {
 			return err
 		}
 	}
@@ -274,6 +297,11 @@ func (r *decisionRun) feed(ctx context.Context, addrs []string, topic string, ra
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			return fmt.Errorf("write %s: %w", topic, err)
 		}
+		if r.stages != nil {
+			r.stages.mu.Lock()
+			r.stages.writes = append(r.stages.writes, [3]int64{now.UnixNano(), time.Now().UnixNano(), int64(len(msgs))})
+			r.stages.mu.Unlock()
+		}
 	}
 	r.mu.Lock()
 	r.feedDur = time.Since(start)
@@ -303,6 +331,11 @@ func (r *decisionRun) answer(m kafka.Message) {
 		}
 		if m.Time.After(r.lastOut) {
 			r.lastOut = m.Time
+		}
+		if r.stages != nil {
+			r.stages.mu.Lock()
+			r.stages.outs = append(r.stages.outs, stageOut{id: v.ID, part: o.Partition, offset: o.Offset, in: t0.UnixNano(), outTs: m.Time.UnixNano(), read: at.UnixNano()})
+			r.stages.mu.Unlock()
 		}
 	}
 	_, _, err := r.s.Choose(v.ID, v.Arm)

@@ -78,6 +78,8 @@ type options struct {
 	decimals            int
 	model               string // the -model text as given
 	visible             bool
+	stages              string // -decisions: CSV prefix of the stage timestamps
+	memProfile          string
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -99,8 +101,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.decisions, "decisions", false, "measure bandit decisions (defaults: -rate 2000, -latency-seconds 30, -model "+decisionsModel+")")
 	fs.IntVar(&o.users, "users", 10000, "-decisions: users (routing keys)")
 	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
+	fs.StringVar(&o.stages, "stages", "", "-decisions: write each decision's stage timestamps, the checkpoints' steps, the feeder's writes and scheduling stalls to PREFIX.{dec,ckpt,feed,stall}.csv")
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (broker included) to this file the kafka-go relay's to FILE.relay and the franz-go relay's to FILE.franz (-decisions: of the paced run)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "-decisions: write a heap profile (allocations since the start included) at the end of the paced run")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -278,6 +279,7 @@ func kgoOffset(o int64) kgo.Offset {
 
 // route queues what a poll returned on each partition's reader.
 func (c *Client) route(fs kgo.Fetches) {
+	polled := time.Now().UnixNano()
 	c.mu.Lock()
 	readers := c.readers
 	c.mu.Unlock()
@@ -305,7 +307,7 @@ func (c *Client) route(fs kgo.Fetches) {
 					}
 					r.push(Chunk{Err: fetchErr(t.Topic, p), Next: -1, HighWatermark: p.HighWatermark, StableOffset: p.LastStableOffset})
 				}
-				c.queueRecords(r, p)
+				c.queueRecords(r, p, polled)
 			}
 		}
 	}
@@ -330,13 +332,13 @@ func (c *Client) forgetTopic(readers map[topicPartition]*reader, topic string, t
 
 // queueRecords cuts a fetched partition's records into chunks. Control
 // records are not handed out; they only move Next.
-func (c *Client) queueRecords(r *reader, p *kgo.FetchPartition) {
+func (c *Client) queueRecords(r *reader, p *kgo.FetchPartition, polled int64) {
 	var recs []Record
 	var hdrs []Header // the chunk's headers, one slab
 	next := int64(-1)
 	flush := func() {
 		if recs != nil || next >= 0 {
-			r.push(Chunk{Records: recs, Next: next, HighWatermark: p.HighWatermark, StableOffset: p.LastStableOffset})
+			r.push(Chunk{Records: recs, Next: next, HighWatermark: p.HighWatermark, StableOffset: p.LastStableOffset, Polled: polled})
 		}
 		recs, hdrs, next = nil, nil, -1
 	}

@@ -64,6 +64,9 @@ type Chunk struct {
 	Err error
 	// HighWatermark and StableOffset are the partition's, as of the fetch.
 	HighWatermark, StableOffset int64
+	// Polled is when the poller took the chunk's records from kgo (Unix
+	// nanoseconds): the engine's stage timestamps (processor.StageTimes).
+	Polled int64
 }
 
 // ErrOutOfRange: the reader's position is outside the log (below its start
