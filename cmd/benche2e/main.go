@@ -27,6 +27,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/buildinfo"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -80,6 +81,7 @@ type options struct {
 	visible             bool
 	stages              string // -decisions: CSV prefix of the stage timestamps
 	memProfile          string
+	brokerMemory        bool // -decisions: the embedded broker's log in memory (before 2026-11-27's perf33)
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -105,6 +107,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (broker included) to this file the kafka-go relay's to FILE.relay and the franz-go relay's to FILE.franz (-decisions: of the paced run)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "-decisions: write a heap profile (allocations since the start included) at the end of the paced run")
+	fs.BoolVar(&o.brokerMemory, "broker-memory", false, "-decisions: keep the embedded broker's log in memory, as before 2026-11-27 (its segments grow by copying, stalling the broker)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -144,7 +147,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 		o.dir = tmp
 	}
 	ctx := context.Background()
-	b, err := broker.Start(broker.Options{})
+	bo := broker.Options{}
+	if o.decisions && !o.brokerMemory {
+		// The decisions' input is ~28 MB/s: kfake's in-memory log grows
+		// each segment by doubling and copying it, inside the broker's one
+		// request loop, which stalled every produce and fetch of the
+		// process for 10-235 ms at each doubling (64 MB and more), and the
+		// log lived in this process's Go heap (1.5 GB live after 30 s),
+		// which no consumer next to a real broker has. On disk, as a real
+		// broker keeps it: appended through the page cache, no fsync.
+		bo.DataDir = filepath.Join(o.dir, "broker")
+	}
+	b, err := broker.Start(bo)
 	if err != nil {
 		return err
 	}
