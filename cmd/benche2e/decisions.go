@@ -49,12 +49,12 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/kernelstream/kernelstream/internal/banditenv"
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/cputime"
-	"github.com/kernelstream/kernelstream/internal/feed"
 	"github.com/kernelstream/kernelstream/internal/wire"
 )
 
@@ -133,7 +133,7 @@ func runDecisions(ctx context.Context, b *broker.Broker, o options, cpuProfile s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if feedErr = r.feed(ctx, b.Addrs(), in, o.rate, n); feedErr != nil {
+			if feedErr = r.feed(ctx, b.Addrs(), in, o.rate, n, o.feedEvery); feedErr != nil {
 				feedErrs <- feedErr
 			}
 		}()
@@ -245,26 +245,41 @@ const feedBatch = 200
 
 // feed writes the n decisions of the stream at rate, with the rewards that
 // come due between them, stamping each batch with the time of its write.
-func (r *decisionRun) feed(ctx context.Context, addrs []string, topic string, rate float64, n int) error {
-	// Its own transport: the consumer's writers use kafka-go's default
-	// one, whose connection goroutines would otherwise carry whichever
-	// label dialled first.
-	w := feed.NewWriter(feed.Target{Brokers: addrs, Transport: &kafka.Transport{}}, topic)
-	// A decision record is ~14 KB: a feeder that fell behind must not make
-	// a batch over the broker's 1 MB message.max.bytes.
-	w.BatchBytes = 900 << 10
-	// kafka-go allocates a batch's whole BatchSize of messages up front:
-	// at its 1,000 the feeder allocated 4.2 GB in a 30 s run, 40 % of the
-	// process's allocations, and its garbage collections stalled the
-	// consumer too. A call writes at most feedBatch records.
-	w.BatchSize = feedBatch
-	defer w.Close()
+//
+// The client is kgo's producer without linger, as the engine's output
+// producer is: a write goes out at once. (Until 2026-11-27 it was a
+// kafka-go Writer, whose 2 ms batch timeout was in every latency, and
+// whose timer the Go runtime's idle GC workers delayed by 10-15 ms at each
+// garbage collection of the process: the feeder's write, not the engine,
+// made most of the p99.) Keys go to partitions by murmur2, as kafka-go's
+// Murmur2Balancer and the Java client place them.
+func (r *decisionRun) feed(ctx context.Context, addrs []string, topic string, rate float64, n int, every time.Duration) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		// A decision record is ~14 KB: a feeder that fell behind must not
+		// make a batch over the broker's 1 MB message.max.bytes.
+		kgo.ProducerBatchMaxBytes(900<<10))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	var rec banditenv.ClickRecord
-	var msgs []kafka.Message
+	var recs []*kgo.Record
 	var ids []string
 	start := time.Now()
+	var last time.Time
 	decided := 0
 	for decided < n {
+		if wait := time.Until(last.Add(every)); every > 0 && wait > 0 {
+			// One write every `every`: what comes due meanwhile goes in
+			// the next.
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		due := min(n, int(time.Since(start).Seconds()*rate))
 		if due <= decided {
 			next := start.Add(time.Duration(float64(decided+1) / rate * float64(time.Second)))
@@ -278,23 +293,24 @@ func (r *decisionRun) feed(ctx context.Context, addrs []string, topic string, ra
 		if lag := time.Since(start.Add(time.Duration(float64(decided+1) / rate * float64(time.Second)))); lag > r.maxLag {
 			r.maxLag = lag
 		}
-		msgs, ids = msgs[:0], ids[:0]
+		recs, ids = recs[:0], ids[:0]
 		r.mu.Lock()
-		for decided < due && len(msgs) < feedBatch && r.s.Next(&rec) {
-			msgs = append(msgs, kafka.Message{Key: append([]byte(nil), rec.Key...), Value: append([]byte(nil), rec.Value...)})
+		for decided < due && len(recs) < feedBatch && r.s.Next(&rec) {
+			recs = append(recs, &kgo.Record{Key: append([]byte(nil), rec.Key...), Value: append([]byte(nil), rec.Value...)})
 			if !rec.Reward {
 				decided++
 				ids = append(ids, rec.ID)
 			}
 		}
 		r.mu.Unlock()
-		if len(msgs) == 0 { // every user in reach waits for an answer
+		if len(recs) == 0 { // every user in reach waits for an answer
 			time.Sleep(time.Millisecond)
 			continue
 		}
 		now := time.Now()
-		for i := range msgs {
-			msgs[i].Time = now
+		last = now
+		for _, kr := range recs {
+			kr.Timestamp = now
 		}
 		r.mu.Lock()
 		for _, id := range ids {
@@ -302,12 +318,12 @@ func (r *decisionRun) feed(ctx context.Context, addrs []string, topic string, ra
 		}
 		r.fed = decided
 		r.mu.Unlock()
-		if err := w.WriteMessages(ctx, msgs...); err != nil {
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return fmt.Errorf("write %s: %w", topic, err)
 		}
 		if r.stages != nil {
 			r.stages.mu.Lock()
-			r.stages.writes = append(r.stages.writes, [3]int64{now.UnixNano(), time.Now().UnixNano(), int64(len(msgs))})
+			r.stages.writes = append(r.stages.writes, [3]int64{now.UnixNano(), time.Now().UnixNano(), int64(len(recs))})
 			r.stages.mu.Unlock()
 		}
 	}

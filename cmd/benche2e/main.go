@@ -82,6 +82,7 @@ type options struct {
 	stages              string // -decisions: CSV prefix of the stage timestamps
 	memProfile          string
 	brokerMemory        bool // -decisions: the embedded broker's log in memory (before 2026-11-27's perf33)
+	feedEvery           time.Duration
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -107,6 +108,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (broker included) to this file the kafka-go relay's to FILE.relay and the franz-go relay's to FILE.franz (-decisions: of the paced run)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "-decisions: write a heap profile (allocations since the start included) at the end of the paced run")
+	fs.DurationVar(&o.feedEvery, "feed-every", 3*time.Millisecond, "-decisions: the feeder writes what came due every this often (0: each decision as it comes due)")
 	fs.BoolVar(&o.brokerMemory, "broker-memory", false, "-decisions: keep the embedded broker's log in memory, as before 2026-11-27 (its segments grow by copying, stalling the broker)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
