@@ -18,7 +18,14 @@ func (b *BKB) MarshalBinary() ([]byte, error) { return b.AppendBinary(nil) }
 
 func (b *BKB) AppendBinary(dst []byte) ([]byte, error) {
 	u, m := len(b.cnt), b.ls.N
-	w := NewStateWriter(slices.Grow(dst, 96+8*(u*(b.dim+4)+m*(m+4)+b.nArms*(b.dim+2))), "bkb", bkbStateVersion)
+	memo := 0
+	if b.armOK {
+		memo = b.nArms * (b.dim + 2)
+	}
+	// The room the state takes (the memo only when it is written: fresh
+	// candidates would otherwise reserve 8 A (d + 2) bytes, 14 KB at 100
+	// candidates of dimension 16, for nothing).
+	w := NewStateWriter(slices.Grow(dst, 96+8*(u*(b.dim+4)+m*(m+4)+memo)), "bkb", bkbStateVersion)
 	w.Int(b.dim)
 	w.Int(b.t)
 	w.Floats(b.pts)
