@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,22 @@ func (w *worker) checkpointDue() bool {
 // max.compaction.lag.ms, even on a partition that writes nothing else.
 func (w *worker) rollDue() bool {
 	return !w.rollAt.IsZero() && !time.Now().Before(w.rollAt)
+}
+
+// checkpointPhase is how far into its first interval partition part starts
+// (its first checkpoint comes that much earlier), so that the partitions of
+// a member checkpoint at different moments of the interval instead of all
+// at once: partition p at frac(p x 0.618...) of it (the golden ratio's
+// fractional multiples spread any set of partition numbers evenly). All at
+// once, a member's checkpoints (snapshots on every worker, then the
+// changelog transactions and Badger writes of every partition) competed for
+// the CPUs in one burst every interval, the source of most decisions slower
+// than 10 ms in make bench-decisions (docs/scale.md, "Decision latency").
+// The interval of each partition is unchanged.
+func checkpointPhase(part int, interval time.Duration) time.Duration {
+	const phi = 0.6180339887498949
+	f := float64(part) * phi
+	return time.Duration((f - math.Floor(f)) * float64(interval))
 }
 
 // snapshot is one partition checkpoint ready to commit.

@@ -168,7 +168,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		}
 	}()
 	w.markRestored()
-	w.lastCkpt = time.Now()
+	w.lastCkpt = time.Now().Add(-checkpointPhase(w.part, w.cfg.CheckpointInterval))
 	w.ckptDone = make(chan ckptResult, 1)
 	defer func() {
 		if w.ckptBusy { // a fatal return: the store must not close under it
