@@ -323,6 +323,9 @@ func (d *Decoder) finite(field string) (float64, error) {
 	if d.pos >= len(d.data) {
 		return 0, Bad(ReasonBadJSON, field+": truncated")
 	}
+	if f, ok := d.quickNumber(); ok {
+		return f, nil
+	}
 	c := d.data[d.pos]
 	if c == '-' || c >= '0' && c <= '9' {
 		start := d.pos

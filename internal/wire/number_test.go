@@ -24,6 +24,59 @@ func numberMatches(t *testing.T, s string) {
 	if (err != nil) != (werr != nil) || math.Float64bits(got) != math.Float64bits(want) {
 		t.Fatalf("%q: got %v (%016x, %v), strconv %v (%016x, %v)", s, got, math.Float64bits(got), err, want, math.Float64bits(want), werr)
 	}
+	quickMatches(t, s)
+}
+
+// quickMatches checks that quickNumber, where it takes s, reads it as
+// number() does: the same bits, the same end; alone, and followed by more
+// of a vector.
+func quickMatches(t *testing.T, s string) {
+	t.Helper()
+	quickMatchesIn(t, s)
+	quickMatchesIn(t, s+",12345678]")
+	quickMatchesIn(t, s+"]")
+}
+
+func quickMatchesIn(t *testing.T, s string) {
+	t.Helper()
+	d := NewDecoder(1, Limits{})
+	d.data, d.pos = []byte(s), 0
+	want, wok, werr := d.number()
+	end := d.pos
+	d.pos = 0
+	got, ok := d.quickNumber()
+	if !ok {
+		if d.pos != 0 {
+			t.Fatalf("%q: quickNumber refused it but moved to %d", s, d.pos)
+		}
+		return
+	}
+	if !wok || werr != nil || d.pos != end || math.Float64bits(got) != math.Float64bits(want) {
+		t.Fatalf("%q: quickNumber %v (%016x) to %d, number() %v (%016x, ok %v, %v) to %d", s, got, math.Float64bits(got), d.pos,
+			want, math.Float64bits(want), wok, werr, end)
+	}
+}
+
+func TestQuickNumber(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		taken bool
+	}{
+		{"0", true}, {"-0", true}, {"0.25", true}, {"-3.1416", true}, {"1200", true}, {"0.0012,", true},
+		{"123456789012345", true}, {"0.12345678", true}, {"-1.123456789", true}, {"0.123456789012345", false},
+		{"1.000000000000000", false}, {"-0.1234567", true}, {"12345678901234.5]", true}, {"-0.00000000000001", true}, {"-0.000000000000001", false},
+		{"1234567890123456", false}, {"0.1234567890123456", false}, {"99999999999999999999", false},
+		{"1e5", false}, {"1.5E-3", false}, {"01", false}, {"-", false}, {"1.", false}, {".5", false},
+		{"-x", false}, {"", false}, {"NaN", false}, {"00.5", false}, {"-01.5", false},
+	} {
+		d := NewDecoder(1, Limits{})
+		d.data = []byte(c.in)
+		_, ok := d.quickNumber()
+		if ok != c.taken {
+			t.Errorf("%q: quickNumber took it %v, want %v", c.in, ok, c.taken)
+		}
+		quickMatches(t, c.in)
+	}
 }
 
 func TestNumberMatchesParseFloat(t *testing.T) {
@@ -325,6 +378,7 @@ func FuzzNumber(f *testing.F) {
 		if (err != nil) != (werr != nil) || math.Float64bits(got) != math.Float64bits(want) {
 			t.Fatalf("%q: got %v (%v), strconv %v (%v)", tok, got, err, want, werr)
 		}
+		quickMatches(t, s)
 	})
 }
 
