@@ -78,7 +78,8 @@ func (d *decisionBench) step(tb testing.TB, u int) {
 		if e == nil {
 			tb.Fatalf("decision %s not pending", id)
 		}
-		d.buf = wire.AppendReward(d.buf[:0], id[1:len(id)-1], float64(d.r.Uint64()&1), string(e.arms[0].id))
+		arm := e.arms[0].id // the token, quotes included
+		d.buf = wire.AppendReward(d.buf[:0], id[1:len(id)-1], float64(d.r.Uint64()&1), string(arm[1:len(arm)-1]))
 		d.handle(tb, key, d.buf)
 	}
 	// 100 distinct candidates: a random stride through the catalogue.
@@ -99,6 +100,9 @@ func BenchmarkDecide(b *testing.B) {
 	d := newDecisionBench(b, 2000)
 	for i := 0; i < 5*d.users; i++ {
 		d.step(b, i%d.users)
+	}
+	if dead := d.w.p.c.snapshot().DeadLetters; dead[wire.ReasonUnknownArm.String()] > 0 {
+		b.Fatalf("dead letters: %v", dead)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
