@@ -392,6 +392,16 @@ func opSize(o Op) int { return len(o.Key) + len(o.Value) + 16 }
 // errCapped is the fast path giving way to the staged path under MaxTxnBytes.
 var errCapped = errors.New("checkpoint: above MaxTxnBytes")
 
+// TxnCap is about the largest checkpoint (the sum of its keys and values,
+// plus 16 bytes an operation) that Commit writes in one transaction; larger
+// ones take the staged path.
+func (s *Store) TxnCap() int {
+	if m := s.opts.MaxTxnBytes; m > 0 && m < s.txnCap {
+		return m
+	}
+	return s.txnCap
+}
+
 // Commit writes cp for partition part atomically (see the package comment).
 func (s *Store) Commit(part int, cp *Checkpoint) error {
 	ops := cp.ops(part)

@@ -423,3 +423,54 @@ func TestCheckpointLandedInARecreatedChangelog(t *testing.T) {
 		t.Error("a restart before the rebuild forgot that the changelog lacks the partition's state")
 	}
 }
+
+// TestLargeChangesCheckpointEarly: a partition whose changes since its last
+// snapshot approach one state-store transaction checkpoints before its
+// interval is up (but not within its first quarter), and the count starts
+// again at each snapshot; a learner changed twice counts once.
+func TestLargeChangesCheckpointEarly(t *testing.T) {
+	d := newDecisionBench(t, 20)
+	w := d.w
+	w.cfg.CheckpointInterval = 4 * time.Second
+	for u := 0; u < 20; u++ {
+		d.step(t, u)
+	}
+	if _, err := w.takeSnapshot(); err != nil { // every learner has its encoded size now
+		t.Fatal(err)
+	}
+	if w.dirtyBytes != 0 {
+		t.Fatalf("dirty bytes after a snapshot: %d", w.dirtyBytes)
+	}
+	d.step(t, 3)
+	one := w.dirtyBytes
+	if one <= slotOverhead {
+		t.Fatalf("one learner's decision dirtied %d bytes, want its encoded size and more", one)
+	}
+	d.step(t, 3) // its reward and its next decision: the same learner
+	if w.dirtyBytes != one {
+		t.Fatalf("the same learner again: dirty bytes %d -> %d", one, w.dirtyBytes)
+	}
+	for _, c := range []struct {
+		name  string
+		cap   int
+		since time.Duration
+		want  bool
+	}{
+		{"no bound", 0, time.Hour, false},
+		{"below the bound", 1 << 30, 3 * time.Second, false},
+		{"above the bound", one, 3 * time.Second, true},
+		{"above it within the interval's first quarter", one, 900 * time.Millisecond, false},
+		{"above it after the first quarter", one, 1100 * time.Millisecond, true},
+	} {
+		w.ckptBytes, w.lastCkpt = c.cap, time.Now().Add(-c.since)
+		if got := w.checkpointFull(); got != c.want {
+			t.Errorf("%s: checkpointFull %v, want %v (dirty %d, pending %d)", c.name, got, c.want, w.dirtyBytes, len(w.pend.dirty))
+		}
+	}
+	if _, err := w.takeSnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if w.dirtyBytes != 0 || w.checkpointFull() {
+		t.Fatalf("after the snapshot: dirty bytes %d, full %v", w.dirtyBytes, w.checkpointFull())
+	}
+}

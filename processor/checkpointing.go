@@ -41,6 +41,7 @@ import (
 // checkpointState is the worker's side of its checkpoints.
 type checkpointState struct {
 	sinceCkpt   int             // records since the last snapshot
+	dirtyBytes  int             // learner bytes dirtied since the last snapshot (their last encoded sizes): checkpointBytes
 	lastCkpt    time.Time       // when it was taken
 	ckptBusy    bool            // a checkpoint is in flight (at most one per partition)
 	ckptDone    chan ckptResult // its outcome, read by the worker
@@ -55,6 +56,7 @@ type checkpointState struct {
 	markerOffset     atomic.Int64 // offset of the last marker written or restored from (the probe compares the log's end)
 	ckptEp           *episode     // checkpoints abandoned for a Kafka outage, logged once per episode
 	rollAt           time.Time    // when a marker is due to roll the changelog segment holding tombstones
+	ckptBytes        int          // the changes above which a checkpoint comes early (checkpointFull); 0 = never
 }
 
 // checkpointDue reports whether the partition has something for a
@@ -88,6 +90,41 @@ func checkpointPhase(part int, interval time.Duration) time.Duration {
 	const phi = 0.6180339887498949
 	f := float64(part) * phi
 	return time.Duration((f - math.Floor(f)) * float64(interval))
+}
+
+// markDirty marks s changed since the last snapshot and counts its bytes
+// (its last encoded size) towards the next checkpoint's.
+func (w *worker) markDirty(s *slot) {
+	if !s.dirty {
+		s.dirty = true
+		w.dirtyBytes += s.size + slotOverhead
+	}
+}
+
+// slotOverhead is what a learner adds to a checkpoint beyond its value
+// (its key, Badger's entry), and the first value of a new learner.
+const slotOverhead = 64
+
+// checkpointFull reports whether the partition's changes since the last
+// snapshot would no longer fit in one transaction of the state store:
+// checkpointing now keeps the checkpoint on the store's one-transaction path
+// instead of the staged one, which writes every operation twice (and
+// deletes it once) and fills the memtables with it. With 100 candidates of
+// dimension 16 for 10,000 bkb users at 2,000 decisions/s (make
+// bench-decisions), a partition's 5 s of changes passed the default store's
+// 2.4 MiB cap after about 30 s, and its Badger flushes and compactions then
+// took both CPUs for 100-200 ms at a time (docs/scale.md, "Decision
+// latency"). Not before a quarter of the interval, so that a few very large
+// learners do not make every record a checkpoint: the interval's bound is
+// unchanged, a partition only checkpoints more often while its changes are
+// large.
+func (w *worker) checkpointFull() bool {
+	if w.ckptBytes <= 0 {
+		return false
+	}
+	// A pending entry: its composite key and the arm it keeps.
+	pend := len(w.pend.dirty) * (128 + 8*w.cfg.Model.Dim)
+	return w.dirtyBytes+pend >= w.ckptBytes && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval/4
 }
 
 // snapshot is one partition checkpoint ready to commit.
@@ -242,7 +279,7 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 			snap.kernelW = append([]float64(nil), kw.KernelWeights()...)
 		}
 	}
-	w.sinceCkpt = 0
+	w.sinceCkpt, w.dirtyBytes = 0, 0
 	w.lastCkpt = time.Now()
 	return snap, nil
 }

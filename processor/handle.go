@@ -170,7 +170,7 @@ func (w *worker) predict(ctx context.Context, msg *kafkaio.Record, r *wire.Recor
 		// record is unusable, the learner untouched.
 		return wire.Bad(wire.ReasonNonFinite, "x: "+p.Err.Error())
 	}
-	s.dirty = true
+	w.markDirty(s)
 	if emit {
 		out := wire.Prediction{ID: r.ID, Key: msg.Key, Model: w.cfg.Model.Algorithm, YHat: p.Value, Std: p.Std, HasStd: p.Std != 0,
 			Label: classLabel(w.p.loss, p.Value), Updates: s.updates, Partition: w.part, Offset: msg.Offset}
@@ -208,7 +208,7 @@ func (w *worker) decide(ctx context.Context, msg *kafkaio.Record, r *wire.Record
 	if err != nil {
 		return err
 	}
-	s.dirty = true
+	w.markDirty(s)
 	out := wire.Prediction{ID: r.ID, Key: msg.Key, Model: w.cfg.Model.Algorithm, Updates: s.updates, Partition: w.part, Offset: msg.Offset}
 	e := &pendingEntry{offset: msg.Offset, ts: ts, decision: true}
 	if b, ok := s.l.(models.Bandit); ok {
@@ -340,7 +340,7 @@ func (w *worker) update(s *slot, x []float64, p models.Prediction, y float64, fi
 		return nil
 	}
 	s.updates++
-	s.dirty = true
+	w.markDirty(s)
 	w.lastUpdated = s
 	t := &w.tally
 	t.updates++

@@ -169,6 +169,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	}()
 	w.markRestored()
 	w.lastCkpt = time.Now().Add(-checkpointPhase(w.part, w.cfg.CheckpointInterval))
+	// Three quarters of one transaction: the estimate counts each learner
+	// at its last encoded size, and learners grow.
+	w.ckptBytes = w.store.TxnCap() * 3 / 4
 	w.ckptDone = make(chan ckptResult, 1)
 	defer func() {
 		if w.ckptBusy { // a fatal return: the store must not close under it
@@ -246,7 +249,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 		}
-		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || (w.checkpointDue() && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
+		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || w.checkpointFull() || (w.checkpointDue() && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
 			if err := w.startCheckpoint(ctx, gen); err != nil {
 				return err
 			}
