@@ -196,6 +196,16 @@ func Open(opts Options) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithBaseLevelSize(64 << 20).
+		// Tables of a memtable's size below level 0 too (Badger's default
+		// is 2 MiB): Badger splits a compaction into up to five key ranges
+		// by the tables of the level below, each merged by a goroutine of
+		// its own, and finishes each table it writes in another. With
+		// 2 MiB tables a level-0 compaction of the decision benchmark's
+		// 25 MiB of state ran as five CPU-bound goroutines at once, which
+		// on two cores held the workers off their Ps (the Go scheduler's
+		// 10 ms slices) for 50-100 ms (docs/scale.md, "Decision latency");
+		// with memtable-sized ones it runs as one or two.
+		WithBaseTableSize(int64(memTable)).
 		WithNumCompactors(2).
 		// No block cache: with uncompressed tables a block is read in place
 		// from the memory map, and the cache's bookkeeping cost more than
