@@ -53,6 +53,9 @@ import (
 )
 
 func main() {
+	if code, ok := asChildBroker(); ok {
+		os.Exit(code)
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)
@@ -74,6 +77,7 @@ type options struct {
 	skipProcessor       bool
 	cpMaxRecords        int
 	cpInterval          time.Duration
+	memTableMiB         int
 	decisions           bool
 	users, arms         int
 	decimals            int
@@ -82,6 +86,8 @@ type options struct {
 	stages              string // -decisions: CSV prefix of the stage timestamps
 	memProfile          string
 	brokerMemory        bool // -decisions: the embedded broker's log in memory (before 2026-11-27's perf33)
+	brokerInProcess     bool // -decisions: the embedded broker in this process (before 2026-11-27's perf33)
+	brokers             string
 	feedEvery           time.Duration
 }
 
@@ -101,6 +107,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.skipProcessor, "skip-processor", false, "measure the relays only")
 	fs.IntVar(&o.cpMaxRecords, "checkpoint-max-records", config.Default().Checkpoint.MaxRecords, "kernelstream's checkpoint.max_records")
 	fs.DurationVar(&o.cpInterval, "checkpoint-interval", config.Default().Checkpoint.Interval, "kernelstream's checkpoint.interval")
+	fs.IntVar(&o.memTableMiB, "memtable-mib", config.Default().Checkpoint.MemTableMiB, "kernelstream's checkpoint.memtable_mib")
 	fs.BoolVar(&o.decisions, "decisions", false, "measure bandit decisions (defaults: -rate 2000, -latency-seconds 30, -model "+decisionsModel+")")
 	fs.IntVar(&o.users, "users", 10000, "-decisions: users (routing keys)")
 	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
@@ -110,6 +117,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.memProfile, "memprofile", "", "-decisions: write a heap profile (allocations since the start included) at the end of the paced run")
 	fs.DurationVar(&o.feedEvery, "feed-every", 3*time.Millisecond, "-decisions: the feeder writes what came due every this often (0: each decision as it comes due)")
 	fs.BoolVar(&o.brokerMemory, "broker-memory", false, "-decisions: keep the embedded broker's log in memory, as before 2026-11-27 (its segments grow by copying, stalling the broker)")
+	fs.BoolVar(&o.brokerInProcess, "broker-inprocess", false, "-decisions: run the embedded broker in this process, as before 2026-11-27 (its garbage and its request loop then share the consumer's heap and scheduler)")
+	fs.StringVar(&o.brokers, "brokers", "", "-decisions: host:port,... of a Kafka cluster to use instead of the embedded broker (the topics are created if missing)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -149,6 +158,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 		o.dir = tmp
 	}
 	ctx := context.Background()
+	if o.decisions && (o.brokers != "" || !o.brokerInProcess && !o.brokerMemory) {
+		addrs := strings.Split(o.brokers, ",")
+		if o.brokers == "" {
+			child, err := startChildBroker(filepath.Join(o.dir, "broker"), stderr)
+			if err != nil {
+				return err
+			}
+			defer child.stop()
+			addrs = child.addrs
+		}
+		return runDecisions(ctx, addrs, o, *cpuProfile, stdout, stderr)
+	}
 	bo := broker.Options{}
 	if o.decisions && !o.brokerMemory {
 		// The decisions' input is ~28 MB/s: kfake's in-memory log grows
@@ -166,7 +187,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer b.Close()
 	if o.decisions {
-		return runDecisions(ctx, b, o, *cpuProfile, stdout, stderr)
+		return runDecisions(ctx, b.Addrs(), o, *cpuProfile, stdout, stderr)
 	}
 
 	type row struct {
@@ -565,6 +586,7 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 	cfg.Model = o.spec
 	cfg.Checkpoint.Dir = fmt.Sprintf("%s/run-%d", o.dir, run)
 	cfg.Checkpoint.MaxRecords, cfg.Checkpoint.Interval = o.cpMaxRecords, o.cpInterval
+	cfg.Checkpoint.MemTableMiB = o.memTableMiB
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -3,9 +3,18 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
+
+// TestMain lets the test binary be -decisions' broker process too.
+func TestMain(m *testing.M) {
+	if code, ok := asChildBroker(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
 
 // TestDecisionsSmoke runs the decision mode for one second at a small scale
 // (the benchmark itself is run by hand: make bench-decisions): every

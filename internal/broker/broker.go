@@ -88,7 +88,13 @@ func (b *Broker) Close() { b.cluster.Close() }
 // CreateTopics creates each topic with the given partition count (an
 // existing topic is not an error).
 func (b *Broker) CreateTopics(ctx context.Context, partitions int, topics ...string) error {
-	cl := &kafka.Client{Addr: kafka.TCP(b.addrs...), Timeout: 10 * time.Second}
+	return CreateTopics(ctx, b.addrs, partitions, topics...)
+}
+
+// CreateTopics creates each topic, with the given partition count, on the
+// cluster at addrs (an existing topic is not an error).
+func CreateTopics(ctx context.Context, addrs []string, partitions int, topics ...string) error {
+	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 10 * time.Second}
 	req := &kafka.CreateTopicsRequest{}
 	for _, t := range topics {
 		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: t, NumPartitions: partitions, ReplicationFactor: 1})
