@@ -365,7 +365,8 @@ func (p *Processor) elsewhere(part int) error {
 // end gen anyway), or ctx ends with the generation. kafka-go passes the
 // assignment but not the other members' user data to a non-leader, so
 // every member asks the coordinator, as Kafka Streams' members learn each
-// other's application.server from the assignment.
+// other's application.server from the assignment. It runs under
+// gen.Start, so it returns only when the generation ends.
 func (p *Processor) learnOwners(ctx context.Context, gen *kafka.Generation) {
 	p.owners.Store(nil)
 	var mine []int
@@ -378,6 +379,7 @@ func (p *Processor) learnOwners(ctx context.Context, gen *kafka.Generation) {
 		if err == nil {
 			p.owners.Store(&om)
 			p.log.Debug().Int32("generation", gen.ID).Int("partitions", len(om)).Msg("partition owners known for scoring requests")
+			<-ctx.Done() // a function of gen.Start that returns ends the generation
 			return
 		}
 		p.log.Debug().Err(err).Msg("partition owners not known yet")

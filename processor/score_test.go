@@ -21,7 +21,7 @@ type scoreTester struct {
 	dec *wire.Decoder
 }
 
-func newScoreTester(t *testing.T, spec models.Spec, tune func(*Config)) *scoreTester {
+func newScoreTester(t testing.TB, spec models.Spec, tune func(*Config)) *scoreTester {
 	ts := newTester(t, spec, func(c *Config) {
 		c.Scoring.Addr = "127.0.0.1:1"
 		if tune != nil {
