@@ -45,6 +45,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/cputime"
 	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/scoring"
 	"github.com/kernelstream/kernelstream/internal/synth"
 	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
@@ -78,6 +79,8 @@ type options struct {
 	decimals            int
 	model               string // the -model text as given
 	visible             bool
+	scoreRate           float64 // -decisions: POST /v1/score requests/s beside the stream (score.go)
+	serveAddr           string  // the scoring endpoint's address when scoreRate > 0
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -100,6 +103,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.users, "users", 10000, "-decisions: users (routing keys)")
 	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
+	fs.Float64Var(&o.scoreRate, "score-rate", 0, "-decisions: also send this many POST /v1/score requests/s (arms as a decision's, random users) and print their latency")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (broker included) to this file the kafka-go relay's to FILE.relay and the franz-go relay's to FILE.franz (-decisions: of the paced run)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
@@ -138,6 +142,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(tmp)
 		o.dir = tmp
+	}
+	if o.scoreRate > 0 {
+		if o.serveAddr, err = freeLocalAddr(); err != nil {
+			return err
+		}
 	}
 	ctx := context.Background()
 	b, err := broker.Start(broker.Options{})
@@ -545,10 +554,12 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 	cfg.Model = o.spec
 	cfg.Checkpoint.Dir = fmt.Sprintf("%s/run-%d", o.dir, run)
 	cfg.Checkpoint.MaxRecords, cfg.Checkpoint.Interval = o.cpMaxRecords, o.cpInterval
+	cfg.Serve.Addr = o.serveAddr // "" unless -score-rate
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pcfg, err := cfg.ProcessorConfig(zerolog.New(os.Stderr).Level(zerolog.WarnLevel), prometheus.NewRegistry())
+	logger, reg := zerolog.New(os.Stderr).Level(zerolog.WarnLevel), prometheus.NewRegistry()
+	pcfg, err := cfg.ProcessorConfig(logger, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -558,6 +569,14 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	if o.serveAddr != "" {
+		srv, err := scoring.Start(cfg, p, logger, reg)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		go func() { <-runCtx.Done(); srv.Shutdown() }()
+	}
 	go func() { done <- p.Run(runCtx) }()
 	for !p.Ready() {
 		select {

@@ -78,22 +78,7 @@ func TestScoreMatchesEval(t *testing.T) {
 
 	// The stream: round-robin over the keys, each round's labels after
 	// its features (the order TestOutputEqualsEvalDump checks eval on).
-	src, err := synth.New("mixed", synth.Options{Keys: keys, Dim: 5, Seed: 33})
-	if err != nil {
-		t.Fatal(err)
-	}
-	perKey := map[string][]synth.Example{}
-	for len(perKey) < keys || minLen(perKey) < rounds {
-		var e synth.Example
-		if !src.Next(&e) {
-			t.Fatal("synthetic stream ended")
-		}
-		if len(perKey[e.Key]) < rounds {
-			e.X = append([]float64(nil), e.X...)
-			perKey[e.Key] = append(perKey[e.Key], e)
-		}
-	}
-	order := src.Keys()
+	perKey, order := examplesPerKey(t, keys, rounds, 33)
 	var msgs []kafka.Message
 	for r := 0; r < rounds; r++ {
 		for _, k := range order {
