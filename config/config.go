@@ -28,6 +28,7 @@ type Config struct {
 	Cache      Cache       `yaml:"cache"`
 	Output     Output      `yaml:"output"`
 	HTTP       HTTP        `yaml:"http"`
+	Serve      Serve       `yaml:"serve"`
 	Log        Log         `yaml:"log"`
 	Shutdown   Shutdown    `yaml:"shutdown"`
 }
@@ -137,6 +138,20 @@ type HTTP struct {
 	Addr string `yaml:"addr" doc:"listen address of the HTTP server; empty = no server"`
 }
 
+// Serve is the scoring endpoint POST /v1/score (docs/bandits.md, "Scoring
+// on request"). It answers from learner state, which is user data: it is
+// off unless addr is set, and apart from the metrics server.
+type Serve struct {
+	Addr           string        `yaml:"addr" doc:"listen address of the scoring endpoint POST /v1/score, apart from http.addr (it answers from learner state, which is user data); empty = off"`
+	AdvertisedAddr string        `yaml:"advertised_addr" doc:"host:port at which the other members reach this one to forward a request for a key whose partition it owns (announced in the group's member metadata); empty = addr's host (the host name when addr names none or 0.0.0.0) with addr's port; in Kubernetes set it from the pod's IP or DNS name"`
+	TLSCert        string        `yaml:"tls_cert" doc:"PEM certificate of the endpoint (HTTPS); needs tls_key; also the client certificate when forwarding to another member; empty = plain HTTP"`
+	TLSKey         string        `yaml:"tls_key" doc:"PEM private key of tls_cert"`
+	ClientCA       string        `yaml:"client_ca" doc:"PEM bundle of the CAs whose client certificates are accepted (mutual TLS: a request without one is refused); needs tls_cert; empty = no client certificate asked"`
+	PeerCA         string        `yaml:"peer_ca" doc:"PEM bundle verifying the other members' certificates when forwarding; empty = client_ca, else the system roots"`
+	TokenFile      string        `yaml:"token_file" doc:"file holding the bearer token every request must carry (Authorization: Bearer ...; a mounted Secret; trailing newline ignored; compared in constant time); empty = no token"`
+	Timeout        time.Duration `yaml:"timeout" doc:"longest a request waits for the worker of its key's partition, which answers between two records; then 503, retryable"`
+}
+
 // Log configures zerolog.
 type Log struct {
 	Level  string `yaml:"level" doc:"trace, debug, info, warn or error"`
@@ -185,6 +200,7 @@ func Default() Config {
 		Cache:     Cache{MaxLearners: processor.DefaultMaxLearners},
 		Output:    Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression, Delivery: processor.DefaultOutputDelivery},
 		HTTP:      HTTP{Addr: ":8080"},
+		Serve:     Serve{Timeout: processor.DefaultScoreTimeout},
 		Log:       Log{Level: "info", Format: "json"},
 		Shutdown:  Shutdown{Grace: processor.DefaultShutdownGrace},
 	}

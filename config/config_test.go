@@ -98,7 +98,7 @@ func TestUnknownKeysNameKeyAndLine(t *testing.T) {
 		{"kafka:\n  compression: zstd\n", "wrong_partition); did you mean output.compression?"},
 		{"kafka:\n  tls:\n    enabled: true\n    ca: x\n", "cfg.yaml:4: unknown key kafka.tls.ca"},
 		{"log:\n  level: info\nlogging: {}\n", "cfg.yaml:3: unknown key logging"},
-		{"level: debug\n", "cfg.yaml:1: unknown key level (known here: cache, changelog, checkpoint, http, kafka, labels, log, model, output, shutdown, state); did you mean log.level?"},
+		{"level: debug\n", "cfg.yaml:1: unknown key level (known here: cache, changelog, checkpoint, http, kafka, labels, log, model, output, serve, shutdown, state); did you mean log.level?"},
 		{"model:\n  algorithm: kogd\n  kernel:\n    width: 2\n", "cfg.yaml:4: unknown key model.kernel.width"},
 		{"http:\n  addr: :1\n  addr: :2\n", "cfg.yaml:3: key http.addr given twice"},
 		{"kafka: 3\n", "cfg.yaml:1: kafka must be a mapping"},
@@ -348,6 +348,14 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"output.top_k", func(c *Config) { c.Output.TopK = -1 }},
 		{"output.batch_timeout", func(c *Config) { c.Output.BatchTimeout = -time.Millisecond }},
 		{"http.addr", func(c *Config) { c.HTTP.Addr = "8080" }},
+		{"serve.addr", func(c *Config) { c.Serve.Addr = "8081" }},
+		{"serve.addr", func(c *Config) { c.Serve.Addr = c.HTTP.Addr }},
+		{"serve.addr", func(c *Config) { c.Serve.TokenFile = "token" }},
+		{"serve.advertised_addr", func(c *Config) { c.Serve = Serve{Addr: ":8081", AdvertisedAddr: ":8081", Timeout: time.Second} }},
+		{"serve.tls_cert", func(c *Config) { c.Serve = Serve{Addr: ":8081", TLSKey: "k.pem", Timeout: time.Second} }},
+		{"serve.client_ca", func(c *Config) { c.Serve = Serve{Addr: ":8081", ClientCA: "ca.pem", Timeout: time.Second} }},
+		{"serve.peer_ca", func(c *Config) { c.Serve = Serve{Addr: ":8081", PeerCA: "ca.pem", Timeout: time.Second} }},
+		{"serve.timeout", func(c *Config) { c.Serve = Serve{Addr: ":8081"} }},
 		{"log.level", func(c *Config) { c.Log.Level = "loud" }},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }},
 		{"shutdown.grace", func(c *Config) { c.Shutdown.Grace = 0 }},
@@ -425,6 +433,8 @@ func TestKeysTable(t *testing.T) {
 		"kafka.tls.enabled", "kafka.tls.ca_file", "kafka.tls.cert_file", "kafka.tls.key_file",
 		"kafka.tls.server_name", "kafka.tls.insecure_skip_verify", "kafka.sasl.mechanism",
 		"kafka.sasl.username", "kafka.sasl.password", "kafka.sasl.password_file",
+		"serve.addr", "serve.advertised_addr", "serve.tls_cert", "serve.tls_key", "serve.client_ca",
+		"serve.peer_ca", "serve.token_file", "serve.timeout",
 	} {
 		if !paths[want] {
 			t.Errorf("key %s missing", want)

@@ -42,6 +42,9 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 	if identity == "" {
 		identity = MemberIdentity()
 	}
+	sticky := processor.NewStickyBalancer(identity)
+	scoring := processor.ScoringConfig{Addr: c.Serve.Advertised(), Timeout: c.Serve.Timeout}
+	sticky.SetAddr(scoring.Addr)
 	return processor.Config{
 		Brokers:               append([]string(nil), c.Kafka.Brokers...),
 		Group:                 c.Kafka.Group,
@@ -83,7 +86,8 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		TLS:                   tc,
 		SASL:                  sasl,
 		IsolationLevel:        c.Kafka.IsolationLevel,
-		GroupBalancers:        []kafka.GroupBalancer{processor.NewStickyBalancer(identity), kafka.RangeGroupBalancer{}},
+		GroupBalancers:        []kafka.GroupBalancer{sticky, kafka.RangeGroupBalancer{}},
+		Scoring:               scoring,
 		Logger:                logger,
 		Registerer:            reg,
 	}, nil

@@ -24,13 +24,9 @@ func (k Kafka) TLSConfig() (*tls.Config, error) {
 		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // an explicit, documented testing switch
 	}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pool, err := readCAs("kafka.tls.ca_file", t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka.tls.ca_file: %s holds no PEM certificate", t.CAFile)
+			return nil, err
 		}
 		tc.RootCAs = pool
 	}
@@ -42,6 +38,19 @@ func (k Kafka) TLSConfig() (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	return tc, nil
+}
+
+// readCAs reads the PEM bundle file of key as a certificate pool.
+func readCAs(key, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: %s holds no PEM certificate", key, file)
+	}
+	return pool, nil
 }
 
 // SASLAccount reads the SASL account of kafka.sasl; nil when no mechanism

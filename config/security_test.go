@@ -225,3 +225,55 @@ func TestSecurityFileErrorsNameTheKey(t *testing.T) {
 		}
 	}
 }
+
+// TestServeSecurity: the serve keys' files are read into the endpoint's
+// TLS (mutual with client_ca) and the forwarding client's, errors naming
+// the key; the advertised address derives from serve.addr.
+func TestServeSecurity(t *testing.T) {
+	pki := newTestPKI(t)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope")
+	token := filepath.Join(dir, "token")
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(token, []byte("s3cret\n"), 0o600)
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	for _, tc := range []struct {
+		s    Serve
+		want string
+	}{
+		{Serve{TokenFile: missing}, "serve.token_file"},
+		{Serve{TokenFile: empty}, "serve.token_file: " + empty + " is empty"},
+		{Serve{TLSCert: pki.certFile, TLSKey: missing}, "serve.tls_cert/tls_key"},
+		{Serve{TLSCert: pki.certFile, TLSKey: pki.keyFile, ClientCA: missing}, "serve.client_ca"},
+		{Serve{TLSCert: pki.certFile, TLSKey: pki.keyFile, PeerCA: pki.certFile + "x"}, "serve.peer_ca"},
+	} {
+		if _, err := tc.s.Security(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want prefix %q", tc.s, err, tc.want)
+		}
+	}
+	sec, err := Serve{TLSCert: pki.certFile, TLSKey: pki.keyFile, ClientCA: pki.caFile, TokenFile: token}.Security()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(sec.Token) != "s3cret" || sec.Server.ClientAuth != tls.RequireAndVerifyClientCert || sec.Server.ClientCAs == nil ||
+		sec.Client.RootCAs == nil || len(sec.Client.Certificates) != 1 {
+		t.Fatalf("security %+v", sec)
+	}
+	if sec, err := (Serve{TokenFile: token}).Security(); err != nil || sec.Server != nil || sec.Client != nil {
+		t.Fatalf("plain HTTP with a token: %+v, %v", sec, err)
+	}
+	host, _ := os.Hostname()
+	for _, tc := range []struct{ s, want string }{
+		{"", ""},
+		{"10.1.2.3:8081", "10.1.2.3:8081"},
+		{":8081", net.JoinHostPort(host, "8081")},
+		{"0.0.0.0:8081", net.JoinHostPort(host, "8081")},
+	} {
+		if got := (Serve{Addr: tc.s}).Advertised(); got != tc.want {
+			t.Errorf("Advertised of %q = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+	if got := (Serve{Addr: ":8081", AdvertisedAddr: "pod-0.ks:8081"}).Advertised(); got != "pod-0.ks:8081" {
+		t.Errorf("advertised_addr ignored: %q", got)
+	}
+}

@@ -183,6 +183,7 @@ func (c *Config) Validate() error {
 			bad("http.addr", "%q is not [host]:port", c.HTTP.Addr)
 		}
 	}
+	c.validateServe(bad)
 	switch c.Log.Level {
 	case "trace", "debug", "info", "warn", "error":
 	default:
@@ -202,4 +203,36 @@ func positiveDuration(bad func(key, format string, a ...any), key string, d time
 	if d <= 0 {
 		bad(key, "%v must be > 0", d)
 	}
+}
+
+// validateServe checks the serve keys. The files they name are read when
+// the endpoint starts (ServeTLS, ServeToken), with errors naming the key.
+func (c *Config) validateServe(bad func(key, format string, a ...any)) {
+	s := c.Serve
+	if s.Addr == "" {
+		if s != (Serve{Timeout: s.Timeout}) {
+			bad("serve.addr", "is empty (the endpoint is off) but other serve keys are set; set it or remove them")
+		}
+		return
+	}
+	if _, _, err := net.SplitHostPort(s.Addr); err != nil {
+		bad("serve.addr", "%q is not [host]:port", s.Addr)
+	} else if s.Addr == c.HTTP.Addr {
+		bad("serve.addr", "%q is also http.addr: learner state is served apart from the metrics", s.Addr)
+	}
+	if s.AdvertisedAddr != "" {
+		if host, port, err := net.SplitHostPort(s.AdvertisedAddr); err != nil || host == "" || port == "" {
+			bad("serve.advertised_addr", "%q is not host:port", s.AdvertisedAddr)
+		}
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		bad("serve.tls_cert", "tls_cert and tls_key go together")
+	}
+	if s.ClientCA != "" && s.TLSCert == "" {
+		bad("serve.client_ca", "mutual TLS needs serve.tls_cert and serve.tls_key")
+	}
+	if s.PeerCA != "" && s.TLSCert == "" {
+		bad("serve.peer_ca", "verifies the members' certificates: needs serve.tls_cert and serve.tls_key")
+	}
+	positiveDuration(bad, "serve.timeout", s.Timeout)
 }

@@ -121,6 +121,15 @@ func (b *StickyBalancer) SetRestored(topicPartitions map[string][]int) {
 	b.mu.Unlock()
 }
 
+// SetAddr sets the scoring address this member announces in its user data
+// ("" = none), read by the other members to forward scoring requests
+// (Config.Scoring). Call it before joining.
+func (b *StickyBalancer) SetAddr(addr string) {
+	b.mu.Lock()
+	b.claims.Addr = addr
+	b.mu.Unlock()
+}
+
 // UserData implements kafka.GroupBalancer.
 func (b *StickyBalancer) UserData() ([]byte, error) {
 	b.mu.Lock()

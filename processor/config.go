@@ -222,6 +222,14 @@ type Config struct {
 	// = range.
 	GroupBalancers []kafka.GroupBalancer
 
+	// Scoring turns on answers to scoring requests (Processor.Score, the
+	// endpoint POST /v1/score): Scoring.Addr is the address at which this
+	// member serves them, announced to the others in its JoinGroup user
+	// data (StickyBalancer.SetAddr) and read back from theirs, with the
+	// assignment, through DescribeGroups, so that a request is forwarded
+	// to the owner of its key's partition. Default: off (Addr "").
+	Scoring ScoringConfig
+
 	// Logger receives all logs. Default: zerolog's zero Logger (discards).
 	Logger zerolog.Logger
 	// Registerer receives the metrics (metrics.go). Default nil = no metrics.
@@ -242,6 +250,21 @@ type Config struct {
 	// txnTimeout, when > 0, replaces kafkaio.DefaultTransactionTimeout
 	// (tests make the coordinator abort a transaction).
 	txnTimeout time.Duration
+}
+
+// DefaultScoreTimeout bounds how long a scoring request waits for the
+// worker of its key's partition (ScoringConfig.Timeout).
+const DefaultScoreTimeout = 2 * time.Second
+
+// ScoringConfig turns on scoring requests (score.go).
+type ScoringConfig struct {
+	// Addr is this member's scoring address as the other members reach it
+	// (host:port); "" = scoring off.
+	Addr string
+	// Timeout bounds the wait for the partition's worker, which answers
+	// between two records; past it the request is answered unavailable
+	// (retryable). Default DefaultScoreTimeout.
+	Timeout time.Duration
 }
 
 // withDefaults returns cfg with zero fields set to their defaults.
@@ -292,6 +315,9 @@ func (cfg Config) withDefaults() Config {
 	cfg.MaxValueBytes, cfg.MaxKeyBytes, cfg.MaxIDBytes = lim.Value, lim.Key, lim.ID
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.Scoring.Timeout == 0 {
+		cfg.Scoring.Timeout = DefaultScoreTimeout
 	}
 	if cfg.Compression == "" {
 		cfg.Compression = DefaultCompression
@@ -392,7 +418,8 @@ func (cfg Config) Validate() error {
 		v    time.Duration
 	}{{"CheckpointInterval", c.CheckpointInterval}, {"LabelsTTL", c.LabelsTTL}, {"ShutdownGrace", c.ShutdownGrace},
 		{"BatchTimeout", c.BatchTimeout}, {"SessionTimeout", c.SessionTimeout}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"RebalanceTimeout", c.RebalanceTimeout}, {"RetryBackoffMax", c.RetryBackoffMax}, {"MergeWait", c.MergeWait}}
+		{"RebalanceTimeout", c.RebalanceTimeout}, {"RetryBackoffMax", c.RetryBackoffMax}, {"MergeWait", c.MergeWait},
+		{"Scoring.Timeout", c.Scoring.Timeout}}
 	for _, p := range positive {
 		if p.v < 0 {
 			bad(p.name, "%v must be > 0", p.v)

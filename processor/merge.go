@@ -85,6 +85,11 @@ type merger struct {
 	// (transaction markers or aborted records followed the last one).
 	moved func(lab bool, next int64)
 
+	// score brings scoring requests, answered by onScore between records
+	// and while waiting for them (score.go); nil when scoring is off.
+	score   <-chan *scoreReq
+	onScore func(*scoreReq)
+
 	clock    uint64 // counts records received
 	answers  chan hwmAnswer
 	deadline time.Time // end of the bounded wait for the head in question
@@ -186,6 +191,8 @@ func (m *merger) nextIn(ctx context.Context, tick <-chan time.Time) (*kafkaio.Re
 	for !m.fill() {
 		select {
 		case <-s.r.Ready():
+		case r := <-m.score:
+			m.onScore(r)
 		case <-ctx.Done():
 			return nil, false, false, ctx.Err()
 		case <-tick:
@@ -242,6 +249,7 @@ func (m *merger) ready() bool {
 // ok is false when tick fired first. The record is valid until the next
 // call.
 func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg *kafkaio.Record, lab, ok bool, err error) {
+	m.serveWaiting()
 	if m.lab == nil {
 		return m.nextIn(ctx, tick)
 	}
@@ -300,6 +308,8 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg *kafkaio.
 		case <-labReady:
 		case ans := <-m.answers:
 			m.answer(ans)
+		case r := <-m.score:
+			m.onScore(r)
 		case <-expire:
 			// Bounded wait over: the other side's end counts as reached.
 			for _, s := range []*side{a, b} {
@@ -315,6 +325,19 @@ func (m *merger) next(ctx context.Context, tick <-chan time.Time) (msg *kafkaio.
 			case <-m.timer.C:
 			default:
 			}
+		}
+	}
+}
+
+// serveWaiting answers the scoring requests already waiting, so that a
+// busy partition, whose next record is always at hand, answers them too.
+func (m *merger) serveWaiting() {
+	for m.score != nil {
+		select {
+		case r := <-m.score:
+			m.onScore(r)
+		default:
+			return
 		}
 	}
 }

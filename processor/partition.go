@@ -161,6 +161,8 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	w.em.onAcked = func(n int) { w.p.c.acked.Add(int64(n)) }
 
 	m := w.newMerger()
+	stopScoring := w.openScoring(m)
+	defer stopScoring()
 	defer func() {
 		m.in.r.Close()
 		if m.lab != nil {
@@ -255,6 +257,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 		}
 	}
+	stopScoring() // revoked, failed or shutting down: requests get "unavailable" at once
 	if w.failedErr != nil {
 		// Failed: nothing past the failed output may be checkpointed; the
 		// partition holds still until revoked or shut down, its lag shown,

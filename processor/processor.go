@@ -61,6 +61,13 @@ type Processor struct {
 
 	sbMu     sync.Mutex
 	standbys map[int]*standbyCopy // warm copies of changelog partitions (standby.go)
+
+	// Scoring requests (score.go): the running workers, the owners of
+	// the input partitions in this generation, the partition numbers.
+	scoreMu sync.Mutex
+	scorers map[int]*scorer
+	owners  atomic.Pointer[map[int]owner]
+	partIDs atomic.Pointer[[]int]
 }
 
 // New validates cfg, applies the defaults and registers the metrics. It does
@@ -370,6 +377,9 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 		p.syncStandbys(standby, ids)
 	}
 
+	if p.Scoring() {
+		gen.Start(func(gctx context.Context) { p.learnOwners(gctx, gen) })
+	}
 	result := make(chan error, 1)
 	release := make(chan struct{})
 	gen.Start(func(gctx context.Context) {
@@ -442,6 +452,7 @@ func (p *Processor) runGeneration(ctx context.Context, gen *kafka.Generation, st
 		}
 	})
 	err = <-result
+	p.owners.Store(nil)
 	p.mu.Lock()
 	p.inGen = false
 	p.assigned = map[int]bool{}

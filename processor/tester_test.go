@@ -21,7 +21,7 @@ import (
 // rankings, expiries); group, crash and outage behaviour stay on the
 // in-process broker (harness_test.go).
 type tester struct {
-	t     *testing.T
+	t     testing.TB
 	w     *worker
 	store *checkpoint.Store
 	dir   string
@@ -34,7 +34,7 @@ type tester struct {
 
 // newTester builds a worker for partition 0 of a processor with spec and the
 // test defaults; tune, if given, adjusts the config first.
-func newTester(t *testing.T, spec models.Spec, tune func(*Config)) *tester {
+func newTester(t testing.TB, spec models.Spec, tune func(*Config)) *tester {
 	t.Helper()
 	cfg := Config{Brokers: []string{"unused:9092"}, Group: "g", InputTopic: tIn, OutputTopic: tOut, DLQTopic: tDLQ,
 		Model: spec, CheckpointDir: t.TempDir(), MaxLearners: 4,

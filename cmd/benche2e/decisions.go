@@ -122,7 +122,9 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 	var wg sync.WaitGroup
 	var feedErr error
 	feedErrs := make(chan error, 1)
+	var score *scoreLoad // -score-rate: POST /v1/score beside the stream (score.go)
 	pprof.Do(runCtx, pprof.Labels("part", "bench"), func(ctx context.Context) {
+		score = startScoreLoad(ctx, o, env)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,6 +218,7 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 		cpu.Seconds()/wall, consumer/wall, consumer/float64(n)*1e6)
 	fmt.Fprintf(stdout, "\n%d decisions; CPU by part (profile): consumer %.1f s, bench feeder+reader %.1f s, broker and runtime %.1f s; process total %.1f s\n",
 		n, consumer, byPart["bench"].Seconds(), byPart[""].Seconds(), cpu.Seconds())
+	score.report(stdout)
 	return nil
 }
 

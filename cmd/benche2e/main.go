@@ -46,6 +46,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/broker"
 	"github.com/kernelstream/kernelstream/internal/cputime"
 	"github.com/kernelstream/kernelstream/internal/feed"
+	"github.com/kernelstream/kernelstream/internal/scoring"
 	"github.com/kernelstream/kernelstream/internal/synth"
 	"github.com/kernelstream/kernelstream/internal/wire"
 	"github.com/kernelstream/kernelstream/models"
@@ -89,6 +90,8 @@ type options struct {
 	brokerInProcess     bool // -decisions: the embedded broker in this process (before 2026-11-27's perf33)
 	brokers             string
 	feedEvery           time.Duration
+	scoreRate           float64 // -decisions: POST /v1/score requests/s beside the stream (score.go)
+	serveAddr           string  // the scoring endpoint's address when scoreRate > 0
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -113,6 +116,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
 	fs.StringVar(&o.stages, "stages", "", "-decisions: write each decision's stage timestamps, the checkpoints' steps, the feeder's writes and scheduling stalls to PREFIX.{dec,ckpt,feed,stall}.csv")
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
+	fs.Float64Var(&o.scoreRate, "score-rate", 0, "-decisions: also send this many POST /v1/score requests/s (arms as a decision's, random users) and print their latency")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (broker included) to this file the kafka-go relay's to FILE.relay and the franz-go relay's to FILE.franz (-decisions: of the paced run)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "-decisions: write a heap profile (allocations since the start included) at the end of the paced run")
 	fs.DurationVar(&o.feedEvery, "feed-every", 3*time.Millisecond, "-decisions: the feeder writes what came due every this often (0: each decision as it comes due)")
@@ -156,6 +160,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(tmp)
 		o.dir = tmp
+	}
+	if o.scoreRate > 0 {
+		if o.serveAddr, err = freeLocalAddr(); err != nil {
+			return err
+		}
 	}
 	ctx := context.Background()
 	if o.decisions && (o.brokers != "" || !o.brokerInProcess && !o.brokerMemory) {
@@ -587,10 +596,12 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 	cfg.Checkpoint.Dir = fmt.Sprintf("%s/run-%d", o.dir, run)
 	cfg.Checkpoint.MaxRecords, cfg.Checkpoint.Interval = o.cpMaxRecords, o.cpInterval
 	cfg.Checkpoint.MemTableMiB = o.memTableMiB
+	cfg.Serve.Addr = o.serveAddr // "" unless -score-rate
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pcfg, err := cfg.ProcessorConfig(zerolog.New(os.Stderr).Level(zerolog.WarnLevel), prometheus.NewRegistry())
+	logger, reg := zerolog.New(os.Stderr).Level(zerolog.WarnLevel), prometheus.NewRegistry()
+	pcfg, err := cfg.ProcessorConfig(logger, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -600,6 +611,14 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	if o.serveAddr != "" {
+		srv, err := scoring.Start(cfg, p, logger, reg)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		go func() { <-runCtx.Done(); srv.Shutdown() }()
+	}
 	go func() { done <- p.Run(runCtx) }()
 	for !p.Ready() {
 		select {

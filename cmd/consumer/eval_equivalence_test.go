@@ -46,23 +46,8 @@ func TestOutputEqualsEvalDump(t *testing.T) {
 	addr := b.Addrs()[0]
 
 	const keys, rounds, partitions = 5, 300, 3
-	src, err := synth.New("mixed", synth.Options{Keys: keys, Dim: 5, Seed: 21})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Round-robin over the keys: every key's e-th example before any key's (e+1)-th.
-	perKey := map[string][]synth.Example{}
-	for len(perKey) < keys || minLen(perKey) < rounds {
-		var e synth.Example
-		if !src.Next(&e) {
-			t.Fatal("synthetic stream ended")
-		}
-		if len(perKey[e.Key]) < rounds {
-			e.X = append([]float64(nil), e.X...)
-			perKey[e.Key] = append(perKey[e.Key], e)
-		}
-	}
-	order := src.Keys()
+	perKey, order := examplesPerKey(t, keys, rounds, 21)
 
 	for _, c := range []struct {
 		name, algorithm, params string
@@ -149,6 +134,28 @@ func TestOutputEqualsEvalDump(t *testing.T) {
 			t.Logf("%d predictions equal eval -key -dump (max difference %g)", len(got), worst)
 		})
 	}
+}
+
+// examplesPerKey draws rounds examples for each of keys keys from the
+// "mixed" synthetic stream of seed (dimension 5), and the keys in order.
+func examplesPerKey(t *testing.T, keys, rounds int, seed uint64) (map[string][]synth.Example, []string) {
+	t.Helper()
+	src, err := synth.New("mixed", synth.Options{Keys: keys, Dim: 5, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey := map[string][]synth.Example{}
+	for len(perKey) < keys || minLen(perKey) < rounds {
+		var e synth.Example
+		if !src.Next(&e) {
+			t.Fatal("synthetic stream ended")
+		}
+		if len(perKey[e.Key]) < rounds {
+			e.X = append([]float64(nil), e.X...)
+			perKey[e.Key] = append(perKey[e.Key], e)
+		}
+	}
+	return perKey, src.Keys()
 }
 
 func minLen(m map[string][]synth.Example) int {

@@ -25,6 +25,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -57,6 +60,7 @@ const (
 	readinessPath = "/readyz"
 	metricsPath   = "/metrics"
 	httpPortName  = "http"
+	servePortName = "serve" // the scoring endpoint's, when serve.addr is set
 	nonRootUID    = 65532
 	// The pod must outlive the consumer's own shutdown (shutdown.grace) by
 	// at least this much: SIGTERM delivery, the watchdog, process exit.
@@ -293,11 +297,13 @@ func TestKustomizeBuilds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				o, err := decodeStrict(data, f)
-				if err != nil {
-					t.Fatal(err)
+				for _, doc := range splitDocs(data) {
+					o, err := decodeStrict(doc, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					objs = append(objs, o)
 				}
-				objs = append(objs, o)
 			}
 			kinds := map[string]int{}
 			for _, o := range objs {
@@ -393,6 +399,7 @@ func checkBuild(t *testing.T, objs []object) {
 
 	checkIdentity(t, c)
 	checkHTTP(t, objs, sts, c, cfg)
+	checkServe(t, sts, c, cfg)
 	checkStorage(t, sts, c, cfg)
 	checkSecrets(t, objs, pod, c, cfg)
 	checkSecurity(t, objs, sts)
@@ -436,7 +443,19 @@ func podEnv(t *testing.T, objs []object, c corev1.Container, podName string) []s
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom == nil:
-			env = append(env, e.Name+"="+e.Value)
+			// $(NAME) refers to a variable defined earlier in the list,
+			// as the kubelet expands it.
+			v := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).ReplaceAllStringFunc(e.Value, func(ref string) string {
+				name := ref[2 : len(ref)-1]
+				for i := len(env) - 1; i >= 0; i-- {
+					if k, val, _ := strings.Cut(env[i], "="); k == name {
+						return val
+					}
+				}
+				t.Errorf("env %s refers to %s, not defined before it", e.Name, ref)
+				return ref
+			})
+			env = append(env, e.Name+"="+v)
 		case e.ValueFrom.FieldRef != nil:
 			if e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 				t.Errorf("env %s: unexpected fieldRef %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
@@ -537,8 +556,48 @@ func checkHTTP(t *testing.T, objs []object, sts *appsv1.StatefulSet, c corev1.Co
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("Service %s must be headless (clusterIP None), is %q", svc.Name, svc.Spec.ClusterIP)
 	}
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != intstr.FromString(httpPortName) || int(svc.Spec.Ports[0].Port) != port {
-		t.Errorf("Service ports %+v, want %d -> %s", svc.Spec.Ports, port, httpPortName)
+	want := map[string]int{httpPortName: port}
+	if cfg.Serve.Addr != "" {
+		want[servePortName] = servePort(t, cfg)
+	}
+	for _, p := range svc.Spec.Ports {
+		if wp, ok := want[p.Name]; !ok || p.TargetPort != intstr.FromString(p.Name) || int(p.Port) != wp {
+			t.Errorf("Service port %+v, want one of %v, each to the container port of its name", p, want)
+		}
+		delete(want, p.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("Service %s lacks the ports %v", svc.Name, want)
+	}
+}
+
+func servePort(t *testing.T, cfg config.Config) int {
+	_, portStr, err := net.SplitHostPort(cfg.Serve.Addr)
+	port, err2 := strconv.Atoi(portStr)
+	if err != nil || err2 != nil {
+		t.Fatalf("serve.addr %q: %v %v", cfg.Serve.Addr, err, err2)
+	}
+	return port
+}
+
+// checkServe: with serve.addr (scoring on request) the container exposes
+// its port as "serve", and the address the pod advertises to the other
+// members is the pod's own name with that port; without it, no such port.
+func checkServe(t *testing.T, sts *appsv1.StatefulSet, c corev1.Container, cfg config.Config) {
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == servePortName })
+	if cfg.Serve.Addr == "" {
+		if i >= 0 {
+			t.Errorf("container port %s, but serve.addr is empty (scoring off)", servePortName)
+		}
+		return
+	}
+	port := servePort(t, cfg)
+	if i < 0 || int(c.Ports[i].ContainerPort) != port {
+		t.Errorf("serve.addr %q: want a container port %s = %d", cfg.Serve.Addr, servePortName, port)
+	}
+	host, aport, err := net.SplitHostPort(cfg.Serve.Advertised())
+	if err != nil || !strings.HasPrefix(host, sts.Name+"-0."+sts.Spec.ServiceName+".") || aport != strconv.Itoa(port) {
+		t.Errorf("serve.advertised_addr in pod %s-0 is %q: want the pod's DNS name under Service %s, port %d", sts.Name, cfg.Serve.Advertised(), sts.Spec.ServiceName, port)
 	}
 }
 
@@ -643,6 +702,11 @@ func checkSecrets(t *testing.T, objs []object, pod corev1.PodSpec, c corev1.Cont
 		{"kafka.tls.cert_file", tls.CertFile},
 		{"kafka.tls.key_file", tls.KeyFile},
 		{"kafka.sasl.password_file", sasl.PasswordFile},
+		{"serve.tls_cert", cfg.Serve.TLSCert},
+		{"serve.tls_key", cfg.Serve.TLSKey},
+		{"serve.client_ca", cfg.Serve.ClientCA},
+		{"serve.peer_ca", cfg.Serve.PeerCA},
+		{"serve.token_file", cfg.Serve.TokenFile},
 	} {
 		if f.path == "" {
 			continue
@@ -799,20 +863,52 @@ func checkNetworkPolicy(t *testing.T, objs []object, cfg config.Config) {
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
 		t.Errorf("NetworkPolicy policyTypes %v: want Ingress and Egress", np.Spec.PolicyTypes)
 	}
+	members := labels.Set(find[*appsv1.StatefulSet](t, objs, "StatefulSet", "").Spec.Template.Labels)
+	isMembers := func(peer networkingv1.NetworkPolicyPeer) bool {
+		if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+			return false
+		}
+		sel, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+		return err == nil && !sel.Empty() && sel.Matches(members)
+	}
+	membersIn := false
 	for _, r := range np.Spec.Ingress {
 		if len(r.Ports) == 0 {
 			t.Errorf("NetworkPolicy: an ingress rule allows every port")
 		}
 		for _, p := range r.Ports {
-			if p.Port == nil || *p.Port != intstr.FromString(httpPortName) {
-				t.Errorf("NetworkPolicy: ingress to port %v, only %s allowed", p.Port, httpPortName)
+			switch {
+			case p.Port != nil && *p.Port == intstr.FromString(httpPortName):
+			case p.Port != nil && *p.Port == intstr.FromString(servePortName) && cfg.Serve.Addr != "":
+				// Learner state is user data: only the peers the overlay
+				// names, never everyone.
+				if len(r.From) == 0 || len(r.Ports) != 1 {
+					t.Errorf("NetworkPolicy: ingress to %s must name its peers (from) in a rule of its own", servePortName)
+				}
+				membersIn = membersIn || slices.ContainsFunc(r.From, isMembers)
+			default:
+				t.Errorf("NetworkPolicy: ingress to port %v, only %s (and %s with serve.addr) allowed", p.Port, httpPortName, servePortName)
 			}
 		}
 	}
+	if cfg.Serve.Addr != "" && !membersIn {
+		t.Errorf("NetworkPolicy: the members cannot reach each other's %s port (forwarding)", servePortName)
+	}
 	allowed := map[string]bool{} // "proto/port"
+	serveEgress := ""
+	if cfg.Serve.Addr != "" {
+		serveEgress = fmt.Sprintf("TCP/%d", servePort(t, cfg))
+	}
 	for _, r := range np.Spec.Egress {
 		if len(r.Ports) == 0 {
 			t.Errorf("NetworkPolicy: an egress rule allows every port")
+		}
+		if len(r.Ports) == 1 && r.Ports[0].Port != nil && fmt.Sprintf("TCP/%s", r.Ports[0].Port.String()) == serveEgress {
+			// Forwarding to the owner of a key's partition: the members only.
+			if len(r.To) != 1 || !isMembers(r.To[0]) {
+				t.Errorf("NetworkPolicy: egress to the %s port goes to %v, want the members only", servePortName, r.To)
+			}
+			continue
 		}
 		for _, p := range r.Ports {
 			proto := corev1.ProtocolTCP

@@ -1,6 +1,7 @@
 // Package service runs one kernelstream processor as a service: its metrics
-// registry, its HTTP endpoints (/metrics, /healthz, /readyz) and its bounded
-// shutdown. cmd/consumer is the service's command; the demos run several.
+// registry, its HTTP endpoints (/metrics, /healthz, /readyz; and, when
+// serve.addr is set, the scoring endpoint of package scoring on a listener
+// of its own) and its bounded shutdown. cmd/consumer is the service's command; the demos run several.
 package service
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kernelstream/kernelstream/config"
 	"github.com/kernelstream/kernelstream/internal/buildinfo"
+	"github.com/kernelstream/kernelstream/internal/scoring"
 	"github.com/kernelstream/kernelstream/processor"
 )
 
@@ -75,6 +77,19 @@ func Serve(ctx context.Context, cfg config.Config, logger zerolog.Logger, starte
 			}
 		}()
 		logger.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics /healthz /readyz")
+	}
+
+	if cfg.Serve.Addr != "" {
+		// Scoring on request: its own listener, apart from the metrics
+		// (it answers from learner state, which is user data).
+		sc, err := scoring.Start(cfg, p, logger, reg)
+		if err != nil {
+			if srv != nil {
+				srv.Close()
+			}
+			return err
+		}
+		defer sc.Shutdown()
 	}
 
 	// Watchdog: the processor bounds its own shutdown by shutdown.grace; if

@@ -16,6 +16,12 @@ type Claims struct {
 	Owned    []int
 	Restored []int
 	Standby  []int
+	// Addr is the address at which the member answers scoring requests
+	// (config serve.advertised_addr), "" when it serves none. It is not a
+	// claim: every member reads it from the others' user data (through
+	// DescribeGroups) to forward a request to the owner of the key's
+	// partition (docs/bandits.md, "Scoring on request").
+	Addr string
 }
 
 // WithOwned returns c for a member that holds topicPartitions (topic ->

@@ -22,11 +22,12 @@ type userData struct {
 	Owned    *[]int `json:"owned,omitempty"`
 	Restored []int  `json:"restored,omitempty"`
 	Standby  []int  `json:"standby,omitempty"` // changelog partitions tailed (a field older members ignore)
+	Addr     string `json:"addr,omitempty"`    // the scoring address (a field older members ignore)
 }
 
 // UserData encodes c as the JoinGroup user data.
 func (c Claims) UserData() ([]byte, error) {
-	ud := userData{Version: userDataVersion, Identity: c.Identity, Restored: c.Restored, Standby: c.Standby}
+	ud := userData{Version: userDataVersion, Identity: c.Identity, Restored: c.Restored, Standby: c.Standby, Addr: c.Addr}
 	if c.Owned != nil {
 		owned := append([]int{}, c.Owned...)
 		ud.Owned = &owned
@@ -51,7 +52,7 @@ func ParseUserData(data []byte) (Claims, error) {
 	if ud.Version != userDataVersion {
 		return Claims{}, fmt.Errorf("sticky: user data version %d, want %d", ud.Version, userDataVersion)
 	}
-	c := Claims{Identity: ud.Identity, Restored: ud.Restored, Standby: ud.Standby}
+	c := Claims{Identity: ud.Identity, Restored: ud.Restored, Standby: ud.Standby, Addr: ud.Addr}
 	if ud.Owned != nil {
 		c.Owned = append([]int{}, *ud.Owned...)
 	}

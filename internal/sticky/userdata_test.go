@@ -24,6 +24,10 @@ func TestUserDataBytes(t *testing.T) {
 		{"owns nothing (known)", sticky.Claims{Identity: "kernelstream-3", Owned: []int{}}, `{"v":1,"id":"kernelstream-3","owned":[]}`},
 		{"every tier", sticky.Claims{Identity: "p", Owned: []int{0, 3}, Restored: []int{5}, Standby: []int{1, 2}},
 			`{"v":1,"id":"p","owned":[0,3],"restored":[5],"standby":[1,2]}`},
+		// The scoring address: a field of version 1 that older members
+		// ignore (TestParseUserData's unknown fields), so no new version.
+		{"scoring address", sticky.Claims{Identity: "p", Owned: []int{1}, Addr: "10.0.0.7:8081"},
+			`{"v":1,"id":"p","owned":[1],"addr":"10.0.0.7:8081"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := tc.claims.UserData()
@@ -54,6 +58,7 @@ func TestParseUserData(t *testing.T) {
 		{"no owned field: unknown, not empty", `{"v":1,"id":"a","restored":[2]}`, sticky.Claims{Identity: "a", Restored: []int{2}}, ""},
 		{"owned null: unknown", `{"v":1,"id":"a","owned":null}`, sticky.Claims{Identity: "a"}, ""},
 		{"unknown fields of a newer release are ignored", `{"v":1,"id":"a","lag":[1]}`, sticky.Claims{Identity: "a"}, ""},
+		{"an older release's data has no address", `{"v":1,"id":"a","owned":[2]}`, sticky.Claims{Identity: "a", Owned: []int{2}}, ""},
 		{"empty", ``, sticky.Claims{}, "no user data"},
 		{"not JSON", `not json`, sticky.Claims{}, "sticky: user data: invalid character"},
 		{"another version", `{"v":99,"id":"p-0","owned":[0,1,2,3]}`, sticky.Claims{}, "version 99, want 1"},

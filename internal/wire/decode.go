@@ -50,6 +50,8 @@ type Decoder struct {
 	name    []byte   // an escaped field name, unescaped (fieldName)
 	escaped bool     // the last string scanned held an escape
 	rec     Record
+	keyBuf  []byte // a query's key, unescaped (DecodeQuery)
+	query   Query
 }
 
 // NewDecoder returns a decoder of records whose x has dim features and
@@ -78,13 +80,24 @@ var fieldNames = [...]string{"id", "x", "y", "reward", "arm", "arms", "ts", "del
 
 // Decode parses value. The returned record is valid until the next call.
 func (d *Decoder) Decode(value []byte) (*Record, error) {
+	got, err := d.object(value, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &d.rec, d.classify(got)
+}
+
+// object parses value, one JSON object, into d.rec and returns the set of
+// known fields it has. A field name that is not a record field goes to
+// other when set (a scoring query's fields), else it is skipped.
+func (d *Decoder) object(value []byte, other func(name []byte) error) (int, error) {
 	d.data, d.pos = value, 0
 	r := &d.rec
 	*r = Record{}
 	d.armFlat, d.armRows, d.armIDs = d.armFlat[:0], d.armRows[:0], d.armIDs[:0]
 	d.skipWS()
 	if !d.eat('{') {
-		return nil, Bad(ReasonBadJSON, "value is not a JSON object")
+		return 0, Bad(ReasonBadJSON, "value is not a JSON object")
 	}
 	var got int
 	d.skipWS()
@@ -93,11 +106,11 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 			d.skipWS()
 			name, err := d.fieldName()
 			if err != nil {
-				return nil, err
+				return 0, err
 			}
 			d.skipWS()
 			if !d.eat(':') {
-				return nil, Bad(ReasonBadJSON, "missing ':' after field name")
+				return 0, Bad(ReasonBadJSON, "missing ':' after field name")
 			}
 			d.skipWS()
 			bit := 0
@@ -135,16 +148,20 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 				}
 				r.Ts, r.HasTs = int64(t), true
 			default:
-				err = d.skipValue(0)
+				if other != nil {
+					err = other(name)
+				} else {
+					err = d.skipValue(0)
+				}
 			}
 			if got&bit != 0 {
 				// Named from the table: name may be the decoder's buffer,
 				// which an escaped name inside the value has reused.
-				return nil, Bad(ReasonBadJSON, "repeated field "+fieldNames[bits.TrailingZeros(uint(bit))])
+				return 0, Bad(ReasonBadJSON, "repeated field "+fieldNames[bits.TrailingZeros(uint(bit))])
 			}
 			got |= bit
 			if err != nil {
-				return nil, err
+				return 0, err
 			}
 			d.skipWS()
 			if d.eat(',') {
@@ -153,14 +170,14 @@ func (d *Decoder) Decode(value []byte) (*Record, error) {
 			if d.eat('}') {
 				break
 			}
-			return nil, Bad(ReasonBadJSON, "expected ',' or '}' in object")
+			return 0, Bad(ReasonBadJSON, "expected ',' or '}' in object")
 		}
 	}
 	d.skipWS()
 	if d.pos != len(d.data) {
-		return nil, Bad(ReasonBadJSON, "trailing data after the object")
+		return 0, Bad(ReasonBadJSON, "trailing data after the object")
 	}
-	return r, d.classify(got)
+	return got, nil
 }
 
 // classify sets r.Kind from the set of fields present.
