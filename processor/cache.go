@@ -61,6 +61,14 @@ type learnerCache struct {
 	seed    maphash.Seed
 	skipped int64 // reads skipped for keys never stored
 
+	// meanwhile, when set, is called every snapshotYield learners a
+	// snapshot encodes: the scoring requests waiting for the worker are
+	// answered from the cache as it stands, each key's value consistent
+	// (value reads live learners, then evicted, where the snapshot puts
+	// what it encodes), instead of after the whole snapshot (10-30 ms for
+	// 1,000-2,500 bkb learners, the tail of POST /v1/score).
+	meanwhile func()
+
 	// Lookups since the last flushLookups, by where the learner came from
 	// (plain fields: the cache is its worker's alone; the counters of the
 	// whole process get them at each snapshot, so the hot path pays no
@@ -271,6 +279,10 @@ func (c *learnerCache) flushLookups(to *counters) {
 	c.look = lookups{}
 }
 
+// snapshotYield is how many learners a snapshot encodes between two calls
+// of learnerCache.meanwhile: about 0.1-0.3 ms of bkb learners.
+const snapshotYield = 64
+
 // snapshot returns the learner operations of a checkpoint (the held blobs
 // of evicted learners and the dirty live ones, serialized now), marks them
 // clean, and keeps every blob of it readable in inflight until the commit
@@ -296,9 +308,13 @@ func (c *learnerCache) snapshot() (ops []checkpoint.Op, fresh int, err error) {
 	}
 	clear(c.deleted)
 	fresh = len(c.fresh)
+	n := 0
 	for _, s := range c.live {
 		if !s.dirty {
 			continue
+		}
+		if n++; n%snapshotYield == 0 && c.meanwhile != nil {
+			c.meanwhile()
 		}
 		b, err := encodeSlot(s)
 		if err != nil {

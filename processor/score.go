@@ -102,6 +102,7 @@ func (w *worker) openScoring(m *merger) func() {
 	}
 	sc := &scorer{ch: make(chan *scoreReq), done: make(chan struct{})}
 	m.score, m.onScore = sc.ch, w.answerScore
+	w.cache.meanwhile = m.serveWaiting
 	w.p.scoreMu.Lock()
 	if w.p.scorers == nil {
 		w.p.scorers = map[int]*scorer{}
@@ -117,6 +118,7 @@ func (w *worker) openScoring(m *merger) func() {
 			w.p.scoreMu.Unlock()
 			close(sc.done)
 			m.score = nil
+			w.cache.meanwhile = nil
 		})
 	}
 }

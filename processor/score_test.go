@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,4 +248,73 @@ func TestScoreStates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestScoreDuringSnapshot: requests waiting while the worker takes a
+// snapshot are answered in the middle of it (every snapshotYield learners),
+// each with exactly the answer it gets before the snapshot, whether its
+// learner is already encoded or not yet.
+func TestScoreDuringSnapshot(t *testing.T) {
+	spec := models.Spec{Algorithm: "aogd-ald", Dim: 3, Kernel: models.KernelSpec{Type: "gaussian", Sigma: 1}, Seed: 1}
+	ts := newScoreTester(t, spec, func(c *Config) { c.MaxLearners = 1000 })
+	const keys = 4 * snapshotYield
+	ts.consume(scoreHistory(spec, keys, 5*keys)...)
+	query := func(k int) string { return fmt.Sprintf(`{"key":"k%d","x":[0.3,0.1,-0.2]}`, k) }
+	want := make([]string, keys)
+	for k := range want {
+		got, err := ts.score(query(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[k] = got
+	}
+
+	// The requests wait on the worker before the snapshot starts.
+	got := make([]string, keys)
+	errs := make([]error, keys)
+	var wg sync.WaitGroup
+	for k := range got {
+		q, err := wire.NewDecoder(spec.Dim, wire.Limits{}).DecodeQuery([]byte(query(k))) // a query is its decoder's
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := ts.w.p.Score(context.Background(), q, nil)
+			got[k], errs[k] = string(b), err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	inSnapshot, during := false, 0
+	serve, answer := ts.w.cache.meanwhile, ts.m.onScore
+	ts.w.cache.meanwhile = func() { inSnapshot = true; serve(); inSnapshot = false }
+	ts.m.onScore = func(r *scoreReq) {
+		if inSnapshot {
+			during++
+		}
+		answer(r)
+	}
+	ts.checkpoint()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for waiting := true; waiting; {
+		select {
+		case r := <-ts.m.score:
+			ts.m.onScore(r)
+		case <-done:
+			waiting = false
+		case <-time.After(10 * time.Second):
+			t.Fatal("requests left unanswered")
+		}
+	}
+	if during == 0 {
+		t.Fatal("no request was answered during the snapshot")
+	}
+	for k := range got {
+		if errs[k] != nil || got[k] != want[k] {
+			t.Fatalf("k%d: %s (%v), want %s", k, got[k], errs[k], want[k])
+		}
+	}
+	t.Logf("%d of %d requests answered during the snapshot", during, keys)
 }

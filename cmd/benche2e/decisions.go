@@ -207,8 +207,15 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 	}
 	consumer := byPart["consumer"].Seconds()
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d users, %d candidates of dimension %d (%d decimals), model %s, GOMAXPROCS %d, load average at the start: %s, at the end: %s\n\n",
-		o.partitions, o.users, o.arms, o.spec.Dim, o.decimals, o.model, runtime.GOMAXPROCS(0), loadAvg(load0), loadAvg(load))
+	where := "embedded kfake broker in its own process"
+	switch {
+	case o.brokers != "":
+		where = "brokers " + o.brokers
+	case o.brokerInProcess || o.brokerMemory:
+		where = "embedded kfake broker in this process"
+	}
+	fmt.Fprintf(stdout, "\n%s, %d partitions, %d users, %d candidates of dimension %d (%d decimals), model %s, GOMAXPROCS %d, load average at the start: %s, at the end: %s\n\n",
+		where, o.partitions, o.users, o.arms, o.spec.Dim, o.decimals, o.model, runtime.GOMAXPROCS(0), loadAvg(load0), loadAvg(load))
 	fmt.Fprintln(stdout, "| decisions/s target | fed/s | answered/s | feeder behind (max ms) | p50 / p99 / max latency (ms) | p50 / p99 / max read latency (ms) | process CPU (cores) | consumer CPU (cores) | consumer CPU-µs/decision |")
 	fmt.Fprintln(stdout, "|---:|---:|---:|---:|---|---|---:|---:|---:|")
 	fmt.Fprintf(stdout, "| %.0f | %.0f | %.0f | %.0f | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f | %.2f | %.0f |\n",

@@ -601,6 +601,7 @@ func startProcessor(ctx context.Context, addrs []string, in, out string, o optio
 		return nil, err
 	}
 	logger, reg := zerolog.New(os.Stderr).Level(zerolog.WarnLevel), prometheus.NewRegistry()
+	lastRegistry = reg
 	pcfg, err := cfg.ProcessorConfig(logger, reg)
 	if err != nil {
 		return nil, err
