@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build test bench bench-e2e bench-decisions bench-keys lint run run-bandit fuzz image broker soak
+.PHONY: build test race bench bench-e2e bench-decisions bench-keys lint run run-bandit fuzz image broker soak
 
 build:
 	$(GO) build $(PKGS)
@@ -17,6 +17,13 @@ test:
 	@log=$$(mktemp); (cd $(K8S) && $(GO) test -count=1 ./... >$$log 2>&1) & k8s=$$!; \
 	$(GO) test -timeout 14m -count=1 $(PKGS); rc=$$?; \
 	wait $$k8s; k8src=$$?; cat $$log; rm -f $$log; exit $$((rc || k8src))
+
+# The scoring path under the race detector: POST /v1/score reads learner
+# state through the worker that owns it, concurrently with the stream
+# (processor/score.go). Not in make test: a race build of the processor's
+# dependencies alone takes longer than the suite's minute.
+race:
+	$(GO) test -race -count=1 -run 'Score|Handler|Forward|Statuses' ./processor ./internal/scoring
 
 # Learner micro-benchmarks (figures published in README.md).
 bench:
