@@ -424,6 +424,7 @@ func (w *worker) pollCheckpoint() error {
 // store's pace (kernelstream_checkpoint_wait_seconds_total counts the wait).
 // With every learner in memory nothing is held and nothing waits.
 func (w *worker) awaitCheckpoint(ctx context.Context) error {
+	w.publish() // it may wait: the counters and the lag are the records handled so far
 	start := time.Now()
 	defer func() { w.p.c.ckptWaitNanos.Add(int64(time.Since(start))) }()
 	select {

@@ -112,6 +112,10 @@ func (w *worker) resolveOffsets(ctx context.Context) error {
 	}
 	w.posIn.Store(w.nextIn)
 	w.posLab.Store(w.nextLab)
+	// The lag from the start: the worker publishes next when it may wait
+	// for records or after publishEvery of them, and the probe a second
+	// from now, so a partition with a backlog showed lag 0 until then.
+	w.setLag(in.End)
 	return nil
 }
 

@@ -63,6 +63,31 @@ func recreateInput(t *testing.T, addr string) {
 	})
 }
 
+// TestLagFromTheStart: a partition that starts with a backlog shows it in
+// Stats.Lag before its worker handles a record. The worker publishes its
+// lag when it may wait or every publishEvery records, and the probe's
+// answers go through the worker, so a backlog read without a pause showed
+// lag 0 until the partition ran dry: "lag 0 and ready" (waitDone) then
+// stopped runs before their last record (TestBackpressureOnHeldLearners).
+func TestLagFromTheStart(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "")
+	addr := c.ListenAddrs()[0]
+	recs := stream(6, 10, 3, 5)
+	produce(t, addr, recs)
+	cfg := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
+	release := make(chan struct{})
+	cfg.loopHook = func(int) { <-release } // no worker handles a record until released
+	r := start(t, cfg)
+	waitUntil(t, 30*time.Second, "every partition started", r.p.Ready)
+	lag := r.p.Stats().Lag
+	close(release)
+	if lag != int64(len(recs)) {
+		t.Errorf("lag %d before any record was handled, want the %d records in the input", lag, len(recs))
+	}
+	r.stop(t)
+}
+
 // TestOffsetOutOfRange: the input topic is recreated while the checkpoint
 // holds offsets past its new end. Each kafka.offset_reset policy is applied,
 // counted, and the partitions do not hang with lag 0.

@@ -59,8 +59,10 @@ type Stats struct {
 	RewardSum float64
 	Rewards   int64
 	// Lag is the sum over the assigned partitions of high-water mark minus
-	// next offset (0 when caught up), refreshed by each processed record and
-	// by a probe of the high-water marks every second (offsets.go).
+	// next offset (0 when caught up), published when a partition starts,
+	// whenever its worker may wait (for records or for a checkpoint in
+	// flight), at least every 256 records (tally.go), and by a probe of the
+	// high-water marks every second (offsets.go).
 	Lag int64
 	// WrongPartition counts records whose key belongs to another partition
 	// under murmur2 (processed or dead-lettered per WrongPartition).

@@ -11,7 +11,8 @@ import (
 // the emitters, /metrics and Stats share). Adding to them per record cost
 // five to seven atomic read-modify-writes on cache lines that every core
 // writes, 4 to 7 % of a record's CPU in the drain profile (docs/scale.md).
-// The worker publishes whenever it may wait for records, at least every
+// The worker publishes its lag when its partition starts; then whenever it
+// may wait (for records, or for a checkpoint in flight), at least every
 // publishEvery records, and before it stops, so the counters lag the
 // records by at most one chunk under load and not at all when it is idle.
 type tally struct {
