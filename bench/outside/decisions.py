@@ -17,9 +17,10 @@ Two roles, each its own process:
           after -warmup seconds, the p99 of each 5-second window, and how many
           decisions were answered.
 
-Run by hand (never by make test), with Debian's librdkafka binding:
-  apt-get install python3-confluent-kafka
-  go run ./cmd/broker -port 19092 -partitions 4 -data-dir /tmp/broker &
+Run by hand (never by make test), with Debian's librdkafka binding
+(apt-get install python3-confluent-kafka): bench/outside/run.sh [SECONDS]
+starts the broker and consumer processes and both roles, which amounts to
+  go run ./cmd/broker -config bench/outside/consumer.yaml -port 19092 -data-dir DIR &
   go run ./cmd/consumer -config bench/outside/consumer.yaml &
   /usr/bin/python3 bench/outside/decisions.py read &
   /usr/bin/python3 bench/outside/decisions.py feed
