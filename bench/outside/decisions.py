@@ -50,10 +50,22 @@ def taste(user, dim):
     return [r.gauss(0, 1) / math.sqrt(dim) for _ in range(dim)]
 
 
+def warm_up(p, a):
+    """Makes the producer ready before the clock starts: its metadata and its
+    idempotent producer id, which librdkafka fetches at the first write, took
+    up to 1 s that the first records' timestamps then carried. The warm-up
+    record goes to -warm-topic (the consumer's dead-letter topic by default),
+    which the consumer does not read."""
+    p.list_topics(a.input, timeout=10)
+    p.produce(a.warm_topic, value=b'{"warm-up":true}', key=b"warm-up")
+    p.flush(10)
+
+
 def feed(a):
     _, arms = items(a.items, a.dim, a.decimals, a.seed)
     p = Producer({"bootstrap.servers": a.brokers, "linger.ms": 0, "acks": "all",
                   "enable.idempotence": True, "queue.buffering.max.messages": 1_000_000})
+    warm_up(p, a)
     r = random.Random(a.seed)
     n = int(a.rate * a.seconds)
     step = {}
@@ -87,6 +99,7 @@ def read(a):
                   "auto.offset.reset": "latest", "enable.auto.commit": False, "fetch.wait.max.ms": 5})
     c.subscribe([a.output])
     p = Producer({"bootstrap.servers": a.brokers, "linger.ms": 0, "acks": "all", "enable.idempotence": True})
+    warm_up(p, a)
     r = random.Random(a.seed + 1)
     lat = []  # (input ms, latency ms)
     tastes = {}
@@ -144,6 +157,7 @@ def main():
     ap.add_argument("-brokers", default="127.0.0.1:19092")
     ap.add_argument("-input", default="decisions")
     ap.add_argument("-output", default="choices")
+    ap.add_argument("-warm-topic", dest="warm_topic", default="decisions-dlq", help="where the producers' warm-up record goes")
     ap.add_argument("-rate", type=float, default=2000)
     ap.add_argument("-seconds", type=float, default=60)
     ap.add_argument("-every", type=float, default=0.003, help="feed: seconds between writes")

@@ -27,8 +27,8 @@ sleep 3
 reader=$!
 sleep 2
 read -r l0 _ </proc/loadavg
-/usr/bin/python3 bench/outside/decisions.py feed -seconds "$seconds" 2>"$work/feed.json"
-wait "$reader"
+/usr/bin/python3 bench/outside/decisions.py feed -seconds "$seconds" 2>"$work/feed.json" || { echo "feeder failed:" >&2; cat "$work/feed.json" >&2; exit 1; }
+wait "$reader" || { echo "reader failed:" >&2; cat "$work/read.err" >&2; exit 1; }
 read -r l1 _ </proc/loadavg
 cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$consumer/stat")
 echo "load average (1 min) $l0 -> $l1; consumer process CPU ${cpu} s"
