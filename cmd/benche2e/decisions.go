@@ -279,7 +279,7 @@ func (r *decisionRun) feed(ctx context.Context, addrs []string, topic string, ra
 	var ids []string
 	// The records' buffers are reused from write to write (ProduceSync
 	// returns when kgo is done with them): new ones were 27 MB/s of garbage
-	// in the consumer's process, a third of what paced its collections.
+	// in the consumer's process, whose collections they helped pace.
 	var pool []kgo.Record
 	start := time.Now()
 	var last time.Time
