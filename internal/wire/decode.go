@@ -340,9 +340,6 @@ func (d *Decoder) finite(field string) (float64, error) {
 	if d.pos >= len(d.data) {
 		return 0, Bad(ReasonBadJSON, field+": truncated")
 	}
-	if f, ok := d.quickNumber(); ok {
-		return f, nil
-	}
 	c := d.data[d.pos]
 	if c == '-' || c >= '0' && c <= '9' {
 		start := d.pos
@@ -404,9 +401,12 @@ func (d *Decoder) boundedID(field string) ([]byte, error) {
 func (d *Decoder) vector(dst []float64, field string) ([]float64, error) {
 	dst = dst[:d.dim]
 	if d.eat('[') {
-		n := 0
+		n, done := d.denseQuick(dst)
+		if done {
+			return dst, nil
+		}
 		d.skipWS()
-		if !d.eat(']') {
+		if n > 0 || !d.eat(']') {
 			for {
 				d.skipWS()
 				v, err := d.finite(field)

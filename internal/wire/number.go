@@ -76,58 +76,104 @@ func (d *Decoder) number() (f float64, ok bool, err error) {
 	return f, true, err
 }
 
-// quickNumber reads the number at d.pos if it has the shape features
-// mostly have: an optional minus, at most 15 digits in all with an optional
-// fraction, no exponent ("0.25", "-3.1416", "1200"). Its mantissa is then
-// below 10^15 < 2^53 and its exponent within -15, so it is number()'s first
-// path, the same single IEEE division (Clinger, above), without the general
-// scanner's bookkeeping: a decision with 100 arms of 16 four-decimal
-// features decodes in 22.8 µs instead of 33.0 (BenchmarkDecodeDecision, 2-core
-// AMD EPYC, 2026-11-27). ok is false, d.pos unchanged,
-// for any other text, which number() then reads (or rejects).
-func (d *Decoder) quickNumber() (f float64, ok bool) {
+// denseQuick reads a dense vector's numbers, after its '[', for as long as
+// they have the shape features mostly have: an optional minus, at most 15
+// digits in all with an optional fraction, no exponent ("0.25", "-3.1416",
+// "1200"). Such a mantissa is below 10^15 < 2^53 and its exponent within
+// -15, so the value is number()'s first path, the same single IEEE division
+// (Clinger, above), here in one loop with the separators and without the
+// general path's per-token calls or its finiteness checks, which these
+// numbers cannot fail: a decision with 100 arms of 16 four-decimal features
+// decodes in 15.6 µs, against 22.4 with a call per number and 33.0 with the
+// general scanner (BenchmarkDecodeDecision, 2-core AMD EPYC, 2026-11-27).
+//
+// It stores the numbers in dst and returns how many, d.pos past the last
+// one's comma; done when that was the last of exactly len(dst) and its ']'
+// is read too. Anything else (a longer number, an exponent, a vector of
+// another length, bad JSON) stops it before the number concerned, where
+// the general path goes on and reads it or says what is wrong.
+func (d *Decoder) denseQuick(dst []float64) (n int, done bool) {
 	data, pos := d.data, d.pos
-	neg := pos < len(data) && data[pos] == '-'
-	if neg {
-		pos++
-	}
-	start := pos
-	var mant uint64
-	for ; pos < len(data); pos++ {
-		c := data[pos] - '0'
-		if c > 9 {
-			break
+	for n < len(dst) {
+		p := pos
+		neg := p < len(data) && data[p] == '-'
+		if neg {
+			p++
 		}
-		mant = mant*10 + uint64(c)
-	}
-	digits := pos - start
-	if digits == 0 || digits > 1 && data[start] == '0' {
-		return 0, false // no digit, or a leading zero: number() says which
-	}
-	frac := 0
-	if pos < len(data) && data[pos] == '.' {
-		pos++
-		fs := pos
-		for ; pos < len(data); pos++ {
-			c := data[pos] - '0'
+		start := p
+		var mant uint64
+		for ; p < len(data); p++ {
+			c := data[p] - '0'
 			if c > 9 {
 				break
 			}
 			mant = mant*10 + uint64(c)
 		}
-		if frac = pos - fs; frac == 0 {
-			return 0, false
+		digits := p - start
+		if digits == 0 || digits > 1 && data[start] == '0' {
+			if !neg && p < len(data) && isSpace(data[p]) {
+				pos = skipSpace(data, p) // whitespace before the number
+				continue
+			}
+			break // no digit, or a leading zero
 		}
-	}
-	if digits+frac > 15 || pos < len(data) && data[pos]|0x20 == 'e' {
-		return 0, false // the mantissa may have wrapped; an exponent
-	}
-	f = float64(mant) / exactPow10[frac]
-	if neg {
-		f = -f
+		frac := 0
+		if p < len(data) && data[p] == '.' {
+			p++
+			fs := p
+			for ; p < len(data); p++ {
+				c := data[p] - '0'
+				if c > 9 {
+					break
+				}
+				mant = mant*10 + uint64(c)
+			}
+			if frac = p - fs; frac == 0 {
+				break
+			}
+		}
+		if digits+frac > 15 {
+			break // the mantissa may have wrapped
+		}
+		f := float64(mant) / exactPow10[frac]
+		if neg {
+			f = -f
+		}
+	separator:
+		if p >= len(data) {
+			break
+		}
+		switch data[p] {
+		case ',':
+			dst[n] = f
+			n++
+			pos = p + 1
+			continue
+		case ']':
+			if n == len(dst)-1 {
+				dst[n] = f
+				d.pos = p + 1
+				return n + 1, true
+			}
+		case ' ', '\n', '\t', '\r':
+			p = skipSpace(data, p)
+			goto separator
+		}
+		break // an exponent, bad JSON, or fewer numbers than len(dst)
 	}
 	d.pos = pos
-	return f, true
+	return n, false
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+
+// skipSpace returns the position of the first byte of data from p that is
+// not JSON whitespace.
+func skipSpace(data []byte, p int) int {
+	for p < len(data) && isSpace(data[p]) {
+		p++
+	}
+	return p
 }
 
 // The range of decimal exponents of pow10Tab, the paper's: any w < 2^64

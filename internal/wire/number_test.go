@@ -27,55 +27,80 @@ func numberMatches(t *testing.T, s string) {
 	quickMatches(t, s)
 }
 
-// quickMatches checks that quickNumber, where it takes s, reads it as
-// number() does: the same bits, the same end; alone, and followed by more
-// of a vector.
+// quickMatches checks that vectors holding s read as number() reads s,
+// bit for bit, whether denseQuick takes them or leaves them to the general
+// path, whole or from any of their numbers: alone, three times with
+// whitespace, and before and after another number.
 func quickMatches(t *testing.T, s string) {
 	t.Helper()
-	quickMatchesIn(t, s)
-	quickMatchesIn(t, s+",12345678]")
-	quickMatchesIn(t, s+"]")
-}
-
-func quickMatchesIn(t *testing.T, s string) {
-	t.Helper()
+	if strings.ContainsAny(s, ",[]{}\" \t\n\r") {
+		return // not one token
+	}
 	d := NewDecoder(1, Limits{})
 	d.data, d.pos = []byte(s), 0
-	want, wok, werr := d.number()
-	end := d.pos
-	d.pos = 0
-	got, ok := d.quickNumber()
-	if !ok {
-		if d.pos != 0 {
-			t.Fatalf("%q: quickNumber refused it but moved to %d", s, d.pos)
+	want, ok, err := d.number()
+	valid := ok && err == nil && d.pos == len(s) && !math.IsInf(want, 0)
+	for _, c := range []struct {
+		vec  string
+		want []float64
+	}{
+		{"[" + s + "]", []float64{want}},
+		{"[ " + s + " ,\n" + s + "," + s + "\t]", []float64{want, want, want}},
+		{"[" + s + ",0.5]", []float64{want, 0.5}},
+		{"[0.5," + s + "]", []float64{0.5, want}},
+	} {
+		d := NewDecoder(len(c.want), Limits{})
+		d.data, d.pos = []byte(c.vec), 0
+		got, err := d.vector(make([]float64, len(c.want)), "x")
+		if !valid {
+			if err == nil {
+				t.Fatalf("%q: read as %v, number() refuses %q", c.vec, got, s)
+			}
+			continue
 		}
-		return
-	}
-	if !wok || werr != nil || d.pos != end || math.Float64bits(got) != math.Float64bits(want) {
-		t.Fatalf("%q: quickNumber %v (%016x) to %d, number() %v (%016x, ok %v, %v) to %d", s, got, math.Float64bits(got), d.pos,
-			want, math.Float64bits(want), wok, werr, end)
+		if err != nil || d.pos != len(c.vec) {
+			t.Fatalf("%q: %v, stopped at %d", c.vec, err, d.pos)
+		}
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(c.want[i]) {
+				t.Fatalf("%q: element %d is %v (%016x), number() %v (%016x)", c.vec, i, got[i], math.Float64bits(got[i]),
+					c.want[i], math.Float64bits(c.want[i]))
+			}
+		}
 	}
 }
 
-func TestQuickNumber(t *testing.T) {
+// TestDenseQuick: which numbers the one-loop path takes, and that every
+// number reads the same either way.
+func TestDenseQuick(t *testing.T) {
 	for _, c := range []struct {
 		in    string
 		taken bool
 	}{
-		{"0", true}, {"-0", true}, {"0.25", true}, {"-3.1416", true}, {"1200", true}, {"0.0012,", true},
+		{"0", true}, {"-0", true}, {"0.25", true}, {"-3.1416", true}, {"1200", true}, {"0.0012", true},
 		{"123456789012345", true}, {"0.12345678", true}, {"-1.123456789", true}, {"0.123456789012345", false},
-		{"1.000000000000000", false}, {"-0.1234567", true}, {"12345678901234.5]", true}, {"-0.00000000000001", true}, {"-0.000000000000001", false},
+		{"1.000000000000000", false}, {"-0.1234567", true}, {"12345678901234.5", true}, {"-0.00000000000001", true}, {"-0.000000000000001", false},
 		{"1234567890123456", false}, {"0.1234567890123456", false}, {"99999999999999999999", false},
 		{"1e5", false}, {"1.5E-3", false}, {"01", false}, {"-", false}, {"1.", false}, {".5", false},
 		{"-x", false}, {"", false}, {"NaN", false}, {"00.5", false}, {"-01.5", false},
 	} {
 		d := NewDecoder(1, Limits{})
-		d.data = []byte(c.in)
-		_, ok := d.quickNumber()
-		if ok != c.taken {
-			t.Errorf("%q: quickNumber took it %v, want %v", c.in, ok, c.taken)
+		d.data = []byte(c.in + "]")
+		n, done := d.denseQuick(make([]float64, 1))
+		if done != c.taken || n != 0 && !done {
+			t.Errorf("%q: denseQuick read %d, done %v, want done %v", c.in, n, done, c.taken)
+		}
+		if !done && d.pos != 0 {
+			t.Errorf("%q: denseQuick stopped at %d, want 0", c.in, d.pos)
 		}
 		quickMatches(t, c.in)
+	}
+	// Where it stops: before the number it does not take, past the comma
+	// of the one before.
+	d := NewDecoder(4, Limits{})
+	d.data = []byte("0.5, 0.25,1e3,2]")
+	if n, done := d.denseQuick(make([]float64, 4)); n != 2 || done || string(d.data[d.pos:]) != "1e3,2]" {
+		t.Errorf("stopped after %d numbers (done %v) at %q, want 2 at \"1e3,2]\"", n, done, d.data[d.pos:])
 	}
 }
 
