@@ -246,6 +246,15 @@ func (d *Decoder) eat(c byte) bool {
 	return false
 }
 
+// plainString marks the bytes a JSON string holds as they are: printable
+// ASCII but the quote and the backslash.
+var plainString = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str scans a JSON string and returns its raw token (with quotes);
 // d.escaped says whether it holds an escape.
 func (d *Decoder) str() ([]byte, error) {
@@ -256,7 +265,15 @@ func (d *Decoder) str() ([]byte, error) {
 	ascii := true
 	d.escaped = false
 	for d.pos < len(d.data) {
-		c := d.data[d.pos]
+		// Most of a string's bytes need no look: skip them on locals.
+		data, p := d.data, d.pos
+		for p < len(data) && plainString[data[p]] {
+			p++
+		}
+		if d.pos = p; p == len(data) {
+			break
+		}
+		c := data[p]
 		switch {
 		case c == '"':
 			d.pos++
