@@ -57,6 +57,9 @@ func main() {
 	if code, ok := asChildBroker(); ok {
 		os.Exit(code)
 	}
+	if code, ok := asScoreClient(); ok {
+		os.Exit(code)
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "benche2e:", err)
 		os.Exit(1)

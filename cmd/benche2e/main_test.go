@@ -8,29 +8,44 @@ import (
 	"testing"
 )
 
-// TestMain lets the test binary be -decisions' broker process too.
+// TestMain lets the test binary be -decisions' broker and scoring client
+// processes too.
 func TestMain(m *testing.M) {
 	if code, ok := asChildBroker(); ok {
+		os.Exit(code)
+	}
+	if code, ok := asScoreClient(); ok {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
 
-// TestDecisionsSmoke runs the decision mode for one second at a small scale
-// (the benchmark itself is run by hand: make bench-decisions): every
-// decision is answered and the table and the CPU split come out.
+// TestDecisionsSmoke runs the decision mode for two seconds at a small
+// scale (the benchmark itself is run by hand: make bench-decisions): every
+// decision is answered and the table and the CPU split come out; with
+// -score-rate, the client process sends its requests beside the stream,
+// every one is answered and its latency table comes out.
 func TestDecisionsSmoke(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	err := run([]string{"-decisions", "-users", "50", "-arms", "10", "-rate", "200", "-latency-seconds", "1",
-		"-model", `{"algorithm":"bkb","dim":4}`}, &out, io.Discard)
+	err := run([]string{"-decisions", "-users", "50", "-arms", "10", "-rate", "200", "-latency-seconds", "2",
+		"-score-rate", "50", "-model", `{"algorithm":"bkb","dim":4}`}, &out, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 200 |", "200 decisions; CPU by part (profile): consumer "} {
+	for _, want := range []string{"| 200 |", "400 decisions; CPU by part (profile): consumer "} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	_, table, ok := strings.Cut(out.String(), "POST /v1/score beside the decisions, from a client process")
+	if !ok || strings.Contains(table, "error:") {
+		t.Fatalf("no scoring table, or an error:\n%s", out.String())
+	}
+	_, row, _ := strings.Cut(table, "|---:|---:|---:|---:|---:|---|---|---|")
+	cells := strings.Split(strings.TrimSpace(row), "|")
+	if with, fresh, other := strings.TrimSpace(cells[4]), strings.TrimSpace(cells[5]), strings.TrimSpace(cells[6]); with == "0" && fresh == "0" || other != "-" {
+		t.Fatalf("answered with state %s, fresh %s, other statuses %s:\n%s", with, fresh, other, out.String())
 	}
 }
 

@@ -6,13 +6,16 @@ package main
 // local: the benchmark runs one member) with -arms random items of the
 // click environment as the arms, so that bkb chooses among as many
 // candidates as a decision has. Latency is the client's: from sending the
-// request to reading the whole answer, over a kept-alive connection, in
-// this process (which also runs the broker, the feeder and the consumer).
-// The load starts after a fifth of the run, when most users have state;
-// answers from a key without state yet ("fresh") are counted apart, as
-// their cost is lower (no state to decode).
+// request to reading the whole answer, over a kept-alive connection. The
+// client is a process of its own, as the services that ask a member are:
+// in the consumer's process its goroutines waited for the consumer's Ps
+// and garbage collections, which a client elsewhere does not. The load
+// starts after a fifth of the run, when most users have state; answers
+// from a key without state yet ("fresh") are counted apart, as their cost
+// is lower (no state to decode).
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -23,6 +26,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -34,20 +39,34 @@ import (
 	"github.com/kernelstream/kernelstream/internal/scoring"
 )
 
+// scoreJob is what the client process is asked to do, on its stdin.
+type scoreJob struct {
+	URL   string   // the endpoint
+	Rate  float64  // requests/s
+	Arms  int      // arms per request
+	Delay float64  // seconds before the first request
+	Users []string // the keys to ask about
+	Items []string // every item as an arm's JSON object
+}
+
+// scoreResult is what it answers, on its stdout, once its stdin closes.
+type scoreResult struct {
+	Lat      []float64 // ms, answers from a key with state
+	FreshLat []float64 // ms, answers from a fresh learner
+	Statuses map[int]int
+	Errs     []string
+	Sent     int
+	Wall     float64 // seconds from the first request to the last
+	MaxLag   float64 // ms the sender fell behind its schedule, at most
+}
+
+// scoreLoad is the parent's side: the client process of a run.
 type scoreLoad struct {
-	o        options
-	env      *banditenv.Clicks
-	client   *http.Client
-	mu       sync.Mutex
-	lat      []float64 // ms, answers from a key with state
-	freshLat []float64 // ms, answers from a fresh learner
-	statuses map[int]int
-	errs     []error
-	sent     int
-	start    time.Time
-	end      time.Time
-	maxLag   time.Duration
-	wg       sync.WaitGroup
+	o      options
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	result chan scoreResult
+	err    error
 }
 
 // freeLocalAddr is a free 127.0.0.1 port for the scoring endpoint.
@@ -60,82 +79,163 @@ func freeLocalAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// startScoreLoad starts the scoring load when -score-rate is set (nil
-// otherwise); it runs until ctx ends.
+// scoreClientEnv, set in this program's environment, makes it the scoring
+// client process of a -decisions run (main and TestMain look for it).
+const scoreClientEnv = "BENCHE2E_SCORE_CLIENT"
+
+// asScoreClient runs the client process if scoreClientEnv says so.
+func asScoreClient() (code int, ok bool) {
+	if os.Getenv(scoreClientEnv) == "" {
+		return 0, false
+	}
+	if err := serveScoreClient(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benche2e scoring client:", err)
+		return 1, true
+	}
+	return 0, true
+}
+
+// startScoreLoad starts the client process when -score-rate is set (nil
+// otherwise); it sends until ctx ends.
 func startScoreLoad(ctx context.Context, o options, env *banditenv.Clicks) *scoreLoad {
 	if o.scoreRate <= 0 {
 		return nil
 	}
-	s := &scoreLoad{o: o, env: env, statuses: map[int]int{},
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
-	s.wg.Add(1)
-	go s.run(ctx)
+	job := scoreJob{URL: "http://" + o.serveAddr + scoring.Path, Rate: o.scoreRate, Arms: o.arms, Delay: o.latencySeconds / 5}
+	for u := range env.Config().Users {
+		job.Users = append(job.Users, env.User(u))
+	}
+	for i := range max(env.Config().Items, banditenv.DefaultClickItems) {
+		x, _ := json.Marshal(env.Item(i))
+		job.Items = append(job.Items, fmt.Sprintf(`{"id":%q,"x":%s}`, env.ItemID(i), x))
+	}
+	s := &scoreLoad{o: o, result: make(chan scoreResult, 1)}
+	s.err = s.start(job)
+	if s.err == nil {
+		go func() {
+			<-ctx.Done()
+			s.stdin.Close() // the client's signal to stop sending and answer
+		}()
+	}
 	return s
 }
 
-func (s *scoreLoad) run(ctx context.Context) {
-	defer s.wg.Done()
+func (s *scoreLoad) start(job scoreJob) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	s.cmd = exec.Command(self)
+	s.cmd.Env = append(os.Environ(), scoreClientEnv+"=1")
+	s.cmd.Stderr = os.Stderr
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		return err
+	}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		var r scoreResult
+		if err := json.NewDecoder(stdout).Decode(&r); err != nil {
+			r.Errs = append(r.Errs, "the client's answer: "+err.Error())
+		}
+		s.result <- r
+	}()
+	return json.NewEncoder(s.stdin).Encode(job)
+}
+
+// serveScoreClient is the client's side: the job from stdin, requests
+// until stdin closes, then the result on stdout.
+func serveScoreClient(stdin io.Reader, stdout io.Writer) error {
+	in := bufio.NewReader(stdin)
+	var job scoreJob
+	if err := json.NewDecoder(in).Decode(&job); err != nil {
+		return fmt.Errorf("job: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, in) //nolint:errcheck // EOF or an error: either way, stop
+		cancel()
+	}()
+	c := &scoreClient{job: job, res: scoreResult{Statuses: map[int]int{}},
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}}
+	c.run(ctx)
+	c.wg.Wait()
+	return json.NewEncoder(stdout).Encode(&c.res)
+}
+
+type scoreClient struct {
+	job    scoreJob
+	client *http.Client
+	mu     sync.Mutex
+	res    scoreResult
+	wg     sync.WaitGroup
+}
+
+func (c *scoreClient) run(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(time.Duration(s.o.latencySeconds / 5 * float64(time.Second))):
+	case <-time.After(time.Duration(c.job.Delay * float64(time.Second))):
 	}
 	rng := rand.New(rand.NewPCG(7, 33))
-	users, items := s.env.Config().Users, max(s.env.Config().Items, banditenv.DefaultClickItems)
-	arms := make([]string, items) // each item as an arm, encoded once
-	for i := range arms {
-		x, _ := json.Marshal(s.env.Item(i))
-		arms[i] = fmt.Sprintf(`{"id":%q,"x":%s}`, s.env.ItemID(i), x)
-	}
+	items := len(c.job.Items)
 	sem := make(chan struct{}, 64)
-	s.start = time.Now()
+	start := time.Now()
+	at := func(n int) time.Time { return start.Add(time.Duration(float64(n) / c.job.Rate * float64(time.Second))) }
 	for n := 0; ; {
-		due := int(time.Since(s.start).Seconds() * s.o.scoreRate)
+		due := int(time.Since(start).Seconds() * c.job.Rate)
 		if due <= n {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(time.Until(s.start.Add(time.Duration(float64(n+1) / s.o.scoreRate * float64(time.Second))))):
+			case <-time.After(time.Until(at(n + 1))):
 			}
 			continue
 		}
-		if lag := time.Since(s.start.Add(time.Duration(float64(n+1) / s.o.scoreRate * float64(time.Second)))); lag > s.maxLag {
-			s.maxLag = lag
+		if lag := float64(time.Since(at(n+1)).Microseconds()) / 1000; lag > c.res.MaxLag {
+			c.res.MaxLag = lag
 		}
 		for ; n < due; n++ {
 			var b strings.Builder
-			fmt.Fprintf(&b, `{"key":%q,"arms":[`, s.env.User(rng.IntN(users)))
-			for a, i := range rng.Perm(items)[:min(s.o.arms, items)] { // distinct items, as a decision offers
+			fmt.Fprintf(&b, `{"key":%q,"arms":[`, c.job.Users[rng.IntN(len(c.job.Users))])
+			for a, i := range rng.Perm(items)[:min(c.job.Arms, items)] { // distinct items, as a decision offers
 				if a > 0 {
 					b.WriteByte(',')
 				}
-				b.WriteString(arms[i])
+				b.WriteString(c.job.Items[i])
 			}
 			b.WriteString("]}")
 			sem <- struct{}{}
-			s.wg.Add(1)
+			c.wg.Add(1)
 			go func(body string) {
-				defer func() { <-sem; s.wg.Done() }()
-				s.one(ctx, body)
+				defer func() { <-sem; c.wg.Done() }()
+				c.one(ctx, body)
 			}(b.String())
 		}
-		s.mu.Lock()
-		s.sent, s.end = n, time.Now()
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.res.Sent, c.res.Wall = n, time.Since(start).Seconds()
+		c.mu.Unlock()
 	}
 }
 
-func (s *scoreLoad) one(ctx context.Context, body string) {
+// one sends a request and records its latency; requests cut short by the
+// end of the run are not counted.
+func (c *scoreClient) one(ctx context.Context, body string) {
 	t0 := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.o.serveAddr+scoring.Path, strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, c.job.URL, strings.NewReader(body))
 	if err != nil {
-		s.fail(err)
+		c.fail(err)
 		return
 	}
-	resp, err := s.client.Do(req)
+	resp, err := c.client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.fail(err)
+			c.fail(err)
 		}
 		return
 	}
@@ -143,30 +243,32 @@ func (s *scoreLoad) one(ctx context.Context, body string) {
 	resp.Body.Close()
 	ms := float64(time.Since(t0).Microseconds()) / 1000
 	if err != nil {
-		s.fail(err)
+		if ctx.Err() == nil {
+			c.fail(err)
+		}
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.statuses[resp.StatusCode]++
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.res.Statuses[resp.StatusCode]++
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		if len(s.errs) < 3 {
-			s.errs = append(s.errs, fmt.Errorf("status %d: %s", resp.StatusCode, b))
+		if len(c.res.Errs) < 3 {
+			c.res.Errs = append(c.res.Errs, fmt.Sprintf("status %d: %s", resp.StatusCode, b))
 		}
 	case bytes.Contains(b, []byte(`"fresh":true`)):
-		s.freshLat = append(s.freshLat, ms)
+		c.res.FreshLat = append(c.res.FreshLat, ms)
 	default:
-		s.lat = append(s.lat, ms)
+		c.res.Lat = append(c.res.Lat, ms)
 	}
 }
 
-func (s *scoreLoad) fail(err error) {
-	s.mu.Lock()
-	if len(s.errs) < 3 {
-		s.errs = append(s.errs, err)
+func (c *scoreClient) fail(err error) {
+	c.mu.Lock()
+	if len(c.res.Errs) < 3 {
+		c.res.Errs = append(c.res.Errs, err.Error())
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // report prints the scoring table (nothing without a scoring load).
@@ -174,29 +276,38 @@ func (s *scoreLoad) report(w io.Writer) {
 	if s == nil {
 		return
 	}
-	s.wg.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sort.Float64s(s.lat)
-	sort.Float64s(s.freshLat)
-	all := append(append([]float64(nil), s.lat...), s.freshLat...)
+	fmt.Fprintf(w, "\nPOST /v1/score beside the decisions, from a client process: %d arms per request, %s\n\n", s.o.arms, s.o.serveAddr)
+	if s.err != nil {
+		fmt.Fprintf(w, "error: the client process: %v\n", s.err)
+		return
+	}
+	var r scoreResult
+	select {
+	case r = <-s.result:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill() //nolint:errcheck
+		fmt.Fprintln(w, "error: the client process did not answer within 30 s")
+		return
+	}
+	s.cmd.Wait() //nolint:errcheck // its result is in
+	sort.Float64s(r.Lat)
+	sort.Float64s(r.FreshLat)
+	all := append(append([]float64(nil), r.Lat...), r.FreshLat...)
 	sort.Float64s(all)
-	wall := s.end.Sub(s.start).Seconds()
-	fmt.Fprintf(w, "\nPOST /v1/score beside the decisions: %d arms per request, %s\n\n", s.o.arms, s.o.serveAddr)
 	fmt.Fprintln(w, "| requests/s target | sent/s | sender behind (max ms) | answered with state | fresh | other statuses | p50 / p99 / max, keys with state (ms) | p50 / p99 / max, all (ms) |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---|---|---|")
 	other := []string{}
-	for code, n := range s.statuses {
+	for code, n := range r.Statuses {
 		if code != http.StatusOK {
 			other = append(other, fmt.Sprintf("%d: %d", code, n))
 		}
 	}
 	sort.Strings(other)
 	fmt.Fprintf(w, "| %.0f | %.0f | %.1f | %d | %d | %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |\n",
-		s.o.scoreRate, float64(s.sent)/wall, float64(s.maxLag.Microseconds())/1000, len(s.lat), len(s.freshLat), strings.Join(append(other, ""), " ")+"-",
-		quantile(s.lat, 0.5), quantile(s.lat, 0.99), quantile(s.lat, 1), quantile(all, 0.5), quantile(all, 0.99), quantile(all, 1))
-	for _, err := range s.errs {
-		fmt.Fprintf(w, "error: %v\n", err)
+		s.o.scoreRate, float64(r.Sent)/r.Wall, r.MaxLag, len(r.Lat), len(r.FreshLat), strings.Join(append(other, ""), " ")+"-",
+		quantile(r.Lat, 0.5), quantile(r.Lat, 0.99), quantile(r.Lat, 1), quantile(all, 0.5), quantile(all, 0.99), quantile(all, 1))
+	for _, e := range r.Errs {
+		fmt.Fprintf(w, "error: %s\n", e)
 	}
 	if q, within, n, err := serverSide(lastRegistry, 0.99, 0.002); err == nil && n > 0 {
 		fmt.Fprintf(w, "\nserver side (kernelstream_score_duration_seconds{outcome=\"answered\"}, from the request's arrival to its answer, without the client's and the HTTP stack's waits): %d answered, p99 %.2f ms (interpolated in its bucket), %.2f %% within 2 ms\n",
