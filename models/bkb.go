@@ -359,33 +359,41 @@ func (b *BKB) sumVariances() float64 {
 	return math.Max(b.sumK-(trV-lambda*m), 0)/lambda + math.Max(m-lambda*b.trVinv, 0)
 }
 
-// syncArms brings the posterior at arms into aq, amu and ares: from the
-// memo when arms is its set, computed otherwise (and kept as the memo when
-// the previous Choose had the same set).
-func (b *BKB) syncArms(arms [][]float64) {
+// syncArms reports whether the arm memo holds the posterior at arms (aq,
+// amu and ares): it does when arms is its set, and it becomes arms' when
+// the previous Choose had the same set (the values are then computed and
+// kept). A set seen once is not copied or kept: Choose computes its values
+// arm by arm, so fresh candidates cost the learner no memory.
+func (b *BKB) syncArms(arms [][]float64) bool {
 	n, d := len(arms), b.dim
+	for j, a := range arms {
+		if len(a) != d {
+			panic(fmt.Sprintf("bkb: arm %d has dimension %d, want %d", j, len(a), d))
+		}
+	}
 	same := b.armOK && b.nArms == n
 	for j := 0; same && j < n; j++ {
 		same = slices.Equal(b.arms[j*d:(j+1)*d], arms[j])
 	}
 	if same {
-		return
+		return true
 	}
 	h := hashArms(arms)
 	repeated := h == b.lastArms
-	b.lastArms = h
+	b.lastArms, b.armOK, b.nArms = h, false, 0
+	if !repeated {
+		return false
+	}
 	b.arms = growFloats(b.arms, n*d)
 	b.aq = growFloats(b.aq, n)
 	b.amu = growFloats(b.amu, n)
 	for j, a := range arms {
-		if len(a) != d {
-			panic(fmt.Sprintf("bkb: arm %d has dimension %d, want %d", j, len(a), d))
-		}
 		copy(b.arms[j*d:], a)
 	}
-	b.nArms, b.armOK = n, repeated
+	b.nArms, b.armOK = n, true
 	b.embedArms()
 	b.memoValues()
+	return true
 }
 
 // hashArms hashes an arm set (its size, then every feature's bits, -0 as
@@ -429,25 +437,34 @@ func (b *BKB) Choose(arms [][]float64) Decision {
 	if len(arms) == 0 {
 		panic("bkb: Choose with no arms")
 	}
-	b.syncArms(arms)
+	memo := b.syncArms(arms)
 	mult := b.multiplier()
 	sl := math.Sqrt(b.bp.lambda)
+	m := b.ls.N
+	b.scratch(m)
 	best, ties := -1, 0
-	var bestU, bestS float64
-	for j := range arms {
-		s := sl * math.Sqrt(b.ares[j]+math.Max(b.aq[j], 0))
-		u := b.amu[j] + mult*s
+	var bestU, bestS, bestMu float64
+	for j, a := range arms {
+		var mu, s2 float64
+		if memo {
+			mu, s2 = b.amu[j], b.ares[j]+math.Max(b.aq[j], 0)
+		} else { // the memo's values, computed as embedArms and memoValues do
+			res := b.embed(b.zb[:m], a)
+			mu, s2 = linalg.Dot(b.zb[:m], b.w[:m]), res+math.Max(b.quad(b.zb, b.ub), 0)
+		}
+		s := sl * math.Sqrt(s2)
+		u := mu + mult*s
 		switch {
 		case best < 0 || u > bestU:
-			best, bestU, bestS, ties = j, u, s, 1
+			best, bestU, bestS, bestMu, ties = j, u, s, mu, 1
 		case u == bestU:
 			ties++
 			if b.rng.Intn(ties) == 0 {
-				best, bestS = j, s
+				best, bestS, bestMu = j, s, mu
 			}
 		}
 	}
-	return Decision{Arm: best, Mean: b.amu[best], Std: bestS, UCB: bestU}
+	return Decision{Arm: best, Mean: bestMu, Std: bestS, UCB: bestU}
 }
 
 // Predict returns the approximate posterior mean and std (reward units) of f(x).
