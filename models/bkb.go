@@ -178,6 +178,7 @@ type BKB struct {
 	// Derived.
 	ksu       []float64 // kernel cache: row i (stride ksuStride) is k_S(p_i)
 	ksuStride int
+	ksuOK     bool      // ksu is built (kernelCache); a restored learner builds it at its first Observe
 	w         []float64 // V^{-1} r
 	index     slotIndex
 	prob      []float64 // per member of S: p of the last resampling (shrink reads it)
@@ -196,7 +197,7 @@ type BKB struct {
 }
 
 func newBKB(s *Setup) (Learner, error) {
-	b := &BKB{kernel: s.Kernel, dim: s.Dim, rho: 1}
+	b := &BKB{kernel: s.Kernel, dim: s.Dim, rho: 1, ksuOK: true}
 	b.bp = readBanditParams(s.Params)
 	b.qbar = s.Params.Float("qbar", bkbDefaultQbar, 1, 1e9)
 	b.eps = s.Params.Float("eps", 0.5, 1e-6, 1-1e-6)
@@ -266,6 +267,24 @@ func (b *BKB) kernelVector(dst, x []float64) []float64 {
 // kernelRow fills the cache row of stored arm i with k_S(p_i).
 func (b *BKB) kernelRow(i int) {
 	b.kernelVector(b.ksu[i*b.ksuStride:i*b.ksuStride+b.ls.N], b.point(i))
+}
+
+// kernelCache builds the kernel cache of a restored learner: Observe's
+// updates read it, Choose and Predict do not, so a restored copy that only
+// answers them (a scoring request's, docs/bandits.md) skips its U m kernel
+// evaluations, about 2 ms at 500 stored arms and m = 128. The cache is a
+// function of the stored arms and S, which only Observe changes, so it is
+// the same whenever it is built.
+func (b *BKB) kernelCache() {
+	if b.ksuOK {
+		return
+	}
+	b.kernelRoom(len(b.dict))
+	b.ksu = growFloats(b.ksu, len(b.cnt)*b.ksuStride)
+	for i := range b.cnt {
+		b.kernelRow(i)
+	}
+	b.ksuOK = true
 }
 
 // kernelRoom makes the cache's stride hold m columns (re-laid out with

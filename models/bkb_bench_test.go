@@ -118,3 +118,26 @@ func BenchmarkGPUCBStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBKBRestore: decoding a grown learner's state into a new learner,
+// as a scoring request does with the key's live state (processor, Score)
+// and a cache miss does with a stored one. O(U d + m^2): the kernel cache's
+// O(U m d) waits for the first Observe.
+func BenchmarkBKBRestore(b *testing.B) {
+	for _, c := range []struct{ m, u int }{{16, 500}, {128, 500}} {
+		b.Run(fmt.Sprintf("m=%d/U=%d", c.m, c.u), func(b *testing.B) {
+			l, _ := benchBKB(b, c.m, c.u)
+			blob, err := l.MarshalBinary()
+			if err != nil {
+				b.Fatal(err)
+			}
+			spec := gaussianSpec("bkb", 5, 1, map[string]any{"beta": 0.5, "qbar": 1e9, "max_budget": c.m})
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := newBandit(b, spec, "bench").(*BKB).UnmarshalBinary(blob); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

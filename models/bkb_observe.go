@@ -28,6 +28,7 @@ func (b *BKB) Observe(x []float64, reward float64) error {
 	if math.Abs(reward) > bkbMaxReward || (slot >= 0 && math.Abs(b.ysum[slot]+reward) > bkbMaxReward*float64(b.cnt[slot]+1)) {
 		return fmt.Errorf("bkb: |reward| above %g: %w", bkbMaxReward, ErrNumerical)
 	}
+	b.kernelCache()
 	// Resampling (coupled): the pulled arm's p under the posterior at t, one
 	// uniform per pull, the members' p from their maintained variances.
 	px := math.Min(1, b.qbar*b.variance(x))

@@ -106,12 +106,7 @@ func (b *BKB) UnmarshalBinary(blob []byte) error {
 	nb.rebuildLRU()
 	nb.mark = nil
 	nb.kb, nb.zb, nb.ub, nb.vb, nb.xb, nb.rot, nb.work, nb.w, nb.za, nb.ares, nb.prob = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
-	nb.ksu, nb.ksuStride = nil, 0
-	nb.kernelRoom(len(nb.dict))
-	nb.ksu = growFloats(nb.ksu, len(nb.cnt)*nb.ksuStride)
-	for i := range nb.cnt {
-		nb.kernelRow(i)
-	}
+	nb.ksu, nb.ksuStride, nb.ksuOK = nil, 0, false // built by the first Observe (kernelCache)
 	nb.solveW()
 	if nb.armOK {
 		nb.embedArms()
