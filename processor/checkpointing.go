@@ -57,6 +57,7 @@ type checkpointState struct {
 	ckptEp           *episode     // checkpoints abandoned for a Kafka outage, logged once per episode
 	rollAt           time.Time    // when a marker is due to roll the changelog segment holding tombstones
 	ckptBytes        int          // the changes above which a checkpoint comes early (checkpointFull); 0 = never
+	diskIn           int          // loop rounds before the worker asks diskOK again (diskEveryRecords)
 }
 
 // checkpointDue reports whether the partition has something for a

@@ -205,8 +205,9 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			w.fail(err)
 			continue // the partition stops reading and waits for revoke or shutdown
 		}
-		if !w.p.diskOK() {
+		if w.diskIn--; w.diskIn < 0 && !w.p.diskOK() {
 			// Nothing to write the state with: hold still (disk.go).
+			w.diskIn = 0 // asked again next time round
 			w.publish()
 			if err := w.pollCheckpoint(); err != nil {
 				return err
@@ -217,11 +218,16 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 			continue
 		}
+		if w.diskIn < 0 {
+			w.diskIn = diskEveryRecords
+		}
 		msg, fromLabels, err := w.nextOrTick(ctx, m, tick.C)
 		if err != nil {
 			break
 		}
-		if msg != nil {
+		if msg == nil {
+			w.diskIn = 0 // idle: the next time round asks
+		} else {
 			if w.stages != nil {
 				*w.stages = StageTimes{Partition: w.part, Offset: msg.Offset, Kafka: msg.Time.UnixNano(), Polled: m.in.cur.Polled, Started: nowNano()}
 			}
@@ -251,7 +257,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				return err
 			}
 		}
-		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || w.checkpointFull() || (w.checkpointDue() && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) {
+		if !w.ckptBusy && (w.sinceCkpt >= w.cfg.CheckpointMaxRecords || w.checkpointFull() || (w.checkpointDue() && time.Since(w.lastCkpt) >= w.cfg.CheckpointInterval)) && w.diskRoom() {
 			if err := w.startCheckpoint(ctx, gen); err != nil {
 				return err
 			}
