@@ -89,10 +89,26 @@ func appendFloat(b []byte, v float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// plain reports whether s is printable ASCII without '"' and '\\': its
+// JSON string is s itself between quotes.
+func plain(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // appendString writes s as a JSON string; invalid UTF-8 bytes become U+FFFD
 // (AppendPrediction adds a key's bytes in key_b64 then).
 func appendString(b []byte, s []byte) []byte {
 	b = append(b, '"')
+	if plain(s) {
+		// The usual key, id and model name: one copy, not a byte at a time.
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {

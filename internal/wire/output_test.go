@@ -63,3 +63,15 @@ func TestOutputKeyLossless(t *testing.T) {
 		seen[dedup] = key
 	}
 }
+
+// BenchmarkAppendPrediction encodes make bench-e2e's output: a regression
+// prediction of an integer id for a short ASCII key.
+func BenchmarkAppendPrediction(b *testing.B) {
+	p := Prediction{ID: []byte("1234567"), Key: []byte("user-42"), Model: "aogd-ald", YHat: 0.123456789012345,
+		Updates: 31250, Partition: 3, Offset: 7812345}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		buf = AppendPrediction(buf[:0], &p)
+	}
+}
