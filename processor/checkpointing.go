@@ -202,6 +202,9 @@ var errRestartPartition = errors.New("processor: partition restarts from its las
 // takeSnapshot returns nil when nothing changed since the last checkpoint
 // and the group's offsets are those of the checkpoint.
 func (w *worker) takeSnapshot() (*snapshot, error) {
+	if w.em != nil { // (unit tests snapshot workers without one)
+		w.em.flush(w.hard) // the snapshot waits for the acknowledgement of every output so far
+	}
 	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind && !w.rollDue() && !w.rebuildChangelog {
 		return nil, nil
 	}
@@ -425,6 +428,7 @@ func (w *worker) pollCheckpoint() error {
 // store's pace (kernelstream_checkpoint_wait_seconds_total counts the wait).
 // With every learner in memory nothing is held and nothing waits.
 func (w *worker) awaitCheckpoint(ctx context.Context) error {
+	w.em.flush(w.hard)
 	w.publish() // it may wait: the counters and the lag are the records handled so far
 	start := time.Now()
 	defer func() { w.p.c.ckptWaitNanos.Add(int64(time.Since(start))) }()

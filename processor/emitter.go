@@ -20,7 +20,8 @@ import (
 // and tells the checkpoint which of them the brokers have acknowledged.
 //
 // Each output takes a slot of a ring of emitWindow, numbered by the
-// worker's sequence number, and goes to the cluster's producer at once; the
+// worker's sequence number, and goes to the cluster's producer at once (in
+// the worker's loop with at-least-once outputs, in bursts: flush); the
 // producer (kgo's, idempotent) batches what accumulates while a request is
 // in flight, retries what can be retried without duplicating or reordering
 // it, and calls the slot back once the record is acknowledged by every
@@ -35,6 +36,8 @@ type emitter struct {
 	metrics *metrics
 	onAcked func(n int) // told how many predictions were acknowledged
 	slots   []outSlot
+	queued  []*outSlot // emitted, not yet handed to the producer (the worker's; flush)
+	batch   int        // outputs queued before a flush: emitBatch in the worker's loop, else 1 (at once)
 
 	mu      sync.Mutex
 	acked   uint64 // every output up to it is acknowledged
@@ -82,7 +85,7 @@ const (
 )
 
 func newEmitter(kio producer, log zerolog.Logger, m *metrics) *emitter {
-	e := &emitter{kio: kio, log: log, metrics: m, slots: make([]outSlot, emitWindow),
+	e := &emitter{kio: kio, log: log, metrics: m, slots: make([]outSlot, emitWindow), batch: 1,
 		notify: make(chan struct{}), done: make(chan struct{})}
 	for i := range e.slots {
 		s := &e.slots[i]
@@ -99,6 +102,7 @@ func newEmitter(kio producer, log zerolog.Logger, m *metrics) *emitter {
 func (e *emitter) emit(ctx context.Context, seq uint64, out *kafkaio.Record, input time.Time, output bool) error {
 	s := &e.slots[seq%emitWindow]
 	for s.state.Load() != slotFree {
+		e.flush(ctx)
 		if err := e.waitAcked(ctx, seq-emitWindow); err != nil {
 			return err
 		}
@@ -111,12 +115,35 @@ func (e *emitter) emit(ctx context.Context, seq uint64, out *kafkaio.Record, inp
 	s.rec.Partition = -1 // murmur2 of the key, as Kafka's Java client places it
 	s.state.Store(slotSent)
 	if e.trace != nil && output {
-		t := &e.trace[seq%emitWindow]
-		*t = *e.cur
-		t.Produced = nowNano()
+		e.trace[seq%emitWindow] = *e.cur // Produced at flush
 	}
-	e.kio.Produce(ctx, &s.rec, s.ack)
+	e.queued = append(e.queued, s)
+	if len(e.queued) >= e.batch {
+		e.flush(ctx)
+	}
 	return nil
+}
+
+// emitBatch is how many outputs the emitter queues at most before it hands
+// them to the producer in one burst (flush). kgo's Produce takes the
+// client's producer lock and its topic's partitions for every record; the
+// partitions' workers calling it in turn, a record at a time from both
+// CPUs, made the lock's cache line travel at nearly every call.
+const emitBatch = 32
+
+// flush hands the queued outputs to the producer, in order. The worker
+// calls it whenever it would wait (for a record, for acknowledgements, for
+// a checkpoint), before every snapshot (which waits for the
+// acknowledgement of every output before it) and when it stops.
+func (e *emitter) flush(ctx context.Context) {
+	for _, s := range e.queued {
+		if e.trace != nil && s.output {
+			e.trace[s.seq%emitWindow].Produced = nowNano()
+		}
+		e.kio.Produce(ctx, &s.rec, s.ack)
+	}
+	clear(e.queued)
+	e.queued = e.queued[:0]
 }
 
 // delivered is the producer's callback of slot s.

@@ -155,6 +155,14 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		out = w.txn
 	}
 	w.em = newEmitter(out, w.log, w.p.m)
+	if !w.exactlyOnce() {
+		// The loop below flushes whenever it would wait and when it ends;
+		// a fatal return emits what it queued too. A transaction's
+		// outputs still go at once: batched, TestTransactionPastItsTimeout's
+		// stalled partition no longer failed (not investigated further).
+		w.em.batch = emitBatch
+		defer w.em.flush(w.hard)
+	}
 	if w.stages != nil {
 		w.em.cur, w.em.trace, w.em.hook = w.stages, make([]StageTimes, emitWindow), TestHookStages
 	}
@@ -208,6 +216,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		if w.diskIn--; w.diskIn < 0 && !w.p.diskOK() {
 			// Nothing to write the state with: hold still (disk.go).
 			w.diskIn = 0 // asked again next time round
+			w.em.flush(w.hard)
 			w.publish()
 			if err := w.pollCheckpoint(); err != nil {
 				return err
@@ -240,7 +249,10 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 				w.tally.lag = w.lagAt(m.in.hw)
 			}
 		}
-		if msg == nil || w.tally.n >= publishEvery || !m.ready() {
+		if msg == nil || !m.ready() {
+			w.em.flush(w.hard)
+			w.publish()
+		} else if w.tally.n >= publishEvery {
 			w.publish()
 		}
 		select {
@@ -263,7 +275,8 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 			}
 		}
 	}
-	stopScoring() // revoked, failed or shutting down: requests get "unavailable" at once
+	w.em.flush(w.hard) // the records in hand are emitted
+	stopScoring()      // revoked, failed or shutting down: requests get "unavailable" at once
 	if w.failedErr != nil {
 		// Failed: nothing past the failed output may be checkpointed; the
 		// partition holds still until revoked or shut down, its lag shown,
