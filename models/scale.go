@@ -68,10 +68,18 @@ func (s ScaleSpec) resolve(algorithm string, loss Loss) (x, y bool, err error) {
 type welford struct {
 	n        float64
 	mean, m2 []float64
+
+	// sds caches sd(i) for every i while sdsOK: scaling reads the same
+	// statistics at Predict and at the Update of the same record (a square
+	// root and a division per feature each time); add and the state's
+	// restore clear sdsOK. Scratch, never state.
+	sds   []float64
+	sdsOK bool
 }
 
 func (w *welford) add(v []float64) {
 	w.n++
+	w.sdsOK = false
 	for i, x := range v {
 		d := x - w.mean[i]
 		w.mean[i] += d / w.n
@@ -87,6 +95,17 @@ func (w *welford) sd(i int) float64 {
 		return 1
 	}
 	return math.Sqrt(w.m2[i] / w.n)
+}
+
+// sdAll returns sd(i) for every i (cached until the statistics change).
+func (w *welford) sdAll() []float64 {
+	if !w.sdsOK {
+		for i := range w.sds {
+			w.sds[i] = w.sd(i)
+		}
+		w.sdsOK = true
+	}
+	return w.sds
 }
 
 // Scaled wraps a learner with online standardisation. Every input is scaled
@@ -122,7 +141,7 @@ const scaleWarmup = 5
 
 func newScaled(inner Learner, alg string, dim int, sx, sy bool) Learner {
 	s := &Scaled{inner: inner, alg: alg, sx: sx, sy: sy,
-		xs:   welford{mean: make([]float64, dim), m2: make([]float64, dim)},
+		xs:   welford{mean: make([]float64, dim), m2: make([]float64, dim), sds: make([]float64, dim)},
 		ys:   welford{mean: make([]float64, 1), m2: make([]float64, 1)},
 		xbuf: make([]float64, dim)}
 	if _, ok := inner.(Bandit); ok {
@@ -140,8 +159,9 @@ func (s *Scaled) scaleX(dst, x []float64) []float64 {
 		// learner's own input check reports it.
 		return x
 	}
+	sds := s.xs.sdAll()
 	for i, v := range x {
-		dst[i] = (v - s.xs.mean[i]) / s.xs.sd(i)
+		dst[i] = (v - s.xs.mean[i]) / sds[i]
 	}
 	return dst
 }
@@ -311,6 +331,7 @@ func (s *Scaled) UnmarshalBinary(blob []byte) error {
 	s.xs.n, s.ys.n, s.ys.mean[0], s.ys.m2[0] = xn, yn, ym, ym2
 	copy(s.xs.mean, mean)
 	copy(s.xs.m2, m2)
+	s.xs.sdsOK = false
 	return nil
 }
 
