@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -207,4 +208,86 @@ func checkOutput(t *testing.T, key []byte, r *Record) {
 			t.Fatalf("output %s: ranking[%d] %s, want %s", b, i, o.Ranking[i], p.Ranking[i])
 		}
 	}
+}
+
+// FuzzDecodeQuery checks the scoring request decoder (the body of POST
+// /v1/score, from the network) against encoding/json. For any body: nothing
+// panics; whatever DecodeQuery accepts is valid JSON with only the query's
+// fields, each once, a key (key's string value, or key_b64's bytes) within
+// the limit, and exactly one of x and arms, which encoding/json reads the
+// same (arms with distinct ids); and decoding it again gives the same query.
+func FuzzDecodeQuery(f *testing.F) {
+	for _, s := range []string{`{"key":"u1","x":[1,2,3]}`, `{"key":"u1","id":7,"x":{"2":0.5}}`,
+		`{"key_b64":"/w==","arms":[{"id":"i","x":[0,0,1]},{"id":"j","x":[1, 0.25 ,-3]}]}`, `{"key":"u\u0031","x":[ 1e3 ,2,3]}`,
+		`{"key":"u1","x":[1,2,3],"y":1}`, `{"key":"u1","key_b64":"dTE=","x":[1,2,3]}`, `{"key":"","x":[1,2,3]}`,
+		`{"key":"u1","arms":[{"id":"i","x":[0.12345678901234567,0,1]},{"id":"i","x":[1,0,0]}]}`, `{"key":"u1","x":[1,2]}`,
+		`{"key":"u1","x":[1,2,3,4]}`, `{"key":"u1","x":[1,2,3],"z":1}`} {
+		f.Add([]byte(s))
+	}
+	d := NewDecoder(3, fuzzLimits)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		q, err := d.DecodeQuery(data)
+		if err != nil {
+			if _, ok := err.(*BadRecord); !ok {
+				t.Fatalf("error %v (%T) is not a *BadRecord", err, err)
+			}
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("accepted %q that encoding/json rejects: %v", data, err)
+		}
+		checkUniqueNames(t, data)
+		for name := range m {
+			switch name {
+			case "key", "key_b64", "id", "x", "arms":
+			default:
+				t.Fatalf("accepted field %q", name)
+			}
+		}
+		var key []byte
+		if raw, ok := m["key"]; ok {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				t.Fatalf("key %s is not a string", raw)
+			}
+			key = []byte(s)
+		} else {
+			var s string
+			if json.Unmarshal(m["key_b64"], &s) != nil {
+				t.Fatalf("key_b64 %s is not a string", m["key_b64"])
+			}
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				t.Fatalf("key_b64 %q: %v", s, err)
+			}
+			key = b
+		}
+		if !bytes.Equal(key, q.Key) || len(key) == 0 || len(key) > fuzzLimits.Key {
+			t.Fatalf("key %q, encoding/json %q (limit %d)", q.Key, key, fuzzLimits.Key)
+		}
+		if raw, ok := m["id"]; ok {
+			checkID(t, "id", q.ID, raw)
+		}
+		switch {
+		case (q.X != nil) == (q.Arms != nil):
+			t.Fatalf("x %v and arms %v: want exactly one", q.X, q.Arms)
+		case q.X != nil:
+			if want := jsonVector(t, m["x"]); !equalFloats(want, q.X) {
+				t.Fatalf("x = %v, encoding/json %v", q.X, want)
+			}
+		default:
+			checkArms(t, &Record{Arms: q.Arms, ArmIDs: q.ArmIDs}, m["arms"])
+		}
+		first := *q
+		first.Key, first.ID = bytes.Clone(q.Key), bytes.Clone(q.ID)
+		first.X = append([]float64(nil), q.X...)
+		again, err := d.DecodeQuery(data)
+		if err != nil || !bytes.Equal(again.Key, first.Key) || !bytes.Equal(again.ID, first.ID) || !equalFloats(again.X, first.X) {
+			t.Fatalf("decoded again: %+v, %v; first %+v", again, err, first)
+		}
+	})
 }
