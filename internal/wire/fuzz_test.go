@@ -50,14 +50,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !json.Valid(data) {
-			t.Fatalf("accepted invalid JSON %q", data)
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("accepted %q that encoding/json rejects: %v", data, err)
-		}
-		checkUniqueNames(t, data)
+		m := acceptedObject(t, data)
 		checkID(t, "id", r.ID, m["id"])
 		if r.Kind == KindFeatures || r.Kind == KindLabeled {
 			if want := jsonVector(t, m["x"]); !equalFloats(want, r.X) {
@@ -82,6 +75,22 @@ func FuzzDecode(f *testing.F) {
 		}
 		checkOutput(t, key, r)
 	})
+}
+
+// acceptedObject is an accepted body's fields as encoding/json reads them;
+// it fails unless the body is a valid JSON object whose known fields (at
+// the top and in each arm) each occur once.
+func acceptedObject(t *testing.T, data []byte) map[string]json.RawMessage {
+	t.Helper()
+	if !json.Valid(data) {
+		t.Fatalf("accepted invalid JSON %q", data)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("accepted %q that encoding/json rejects: %v", data, err)
+	}
+	checkUniqueNames(t, data)
+	return m
 }
 
 // checkID fails unless tok is raw's token and within the limit.
@@ -233,14 +242,7 @@ func FuzzDecodeQuery(f *testing.F) {
 			}
 			return
 		}
-		if !json.Valid(data) {
-			t.Fatalf("accepted invalid JSON %q", data)
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("accepted %q that encoding/json rejects: %v", data, err)
-		}
-		checkUniqueNames(t, data)
+		m := acceptedObject(t, data)
 		for name := range m {
 			switch name {
 			case "key", "key_b64", "id", "x", "arms":
