@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
+	"unsafe"
 )
 
 // State blobs are framed as
@@ -63,18 +65,36 @@ func (w *StateWriter) Bool(v bool) {
 
 // Floats writes a length-prefixed vector.
 func (w *StateWriter) Floats(v []float64) {
-	w.b = binary.AppendUvarint(w.b, uint64(len(v)))
-	for _, f := range v {
-		w.Float(f)
+	out := w.words(len(v))
+	if littleEndian && len(v) > 0 { // the blob's byte order: one copy
+		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)))
+		return
+	}
+	for i, f := range v {
+		binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(f))
 	}
 }
 
+// littleEndian reports whether this machine keeps a float64 in the blob's
+// byte order, so that a vector is written and read by a copy.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // Ints writes a length-prefixed vector of integers.
 func (w *StateWriter) Ints(v []int) {
-	w.b = binary.AppendUvarint(w.b, uint64(len(v)))
-	for _, x := range v {
-		w.Int(x)
+	out := w.words(len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(out[8*i:], uint64(int64(x)))
 	}
+}
+
+// words appends the length n and room for n 8-byte words, and returns that
+// room: a vector is written in one pass over its own bytes, not an append
+// (and a capacity check) per word.
+func (w *StateWriter) words(n int) []byte {
+	w.b = binary.AppendUvarint(w.b, uint64(n))
+	at := len(w.b)
+	w.b = slices.Grow(w.b, 8*n)[:at+8*n]
+	return w.b[at:]
 }
 
 // Finish appends the blob's checksum and returns buf with the blob.
@@ -180,7 +200,12 @@ func (r *StateReader) Bool() bool {
 }
 
 // Floats reads a length-prefixed vector into dst's storage (grown if needed).
-func (r *StateReader) Floats(dst []float64) []float64 { return readVec(r, dst, math.Float64frombits) }
+func (r *StateReader) Floats(dst []float64) []float64 {
+	if !littleEndian {
+		return readVec(r, dst, math.Float64frombits)
+	}
+	return readVec(r, dst, nil) // copied whole: see readVec
+}
 
 // Ints reads a length-prefixed vector of integers.
 func (r *StateReader) Ints(dst []int) []int {
@@ -201,8 +226,12 @@ func readVec[T any](r *StateReader, dst []T, conv func(uint64) T) []T {
 		dst = make([]T, n)
 	}
 	dst = dst[:n]
-	for i := range dst {
-		dst[i] = conv(binary.LittleEndian.Uint64(r.b[8*i:]))
+	if conv == nil { // T is float64 on a little-endian machine (Floats): one copy
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 8*n), r.b)
+	} else {
+		for i := range dst {
+			dst[i] = conv(binary.LittleEndian.Uint64(r.b[8*i:]))
+		}
 	}
 	r.b = r.b[8*n:]
 	return dst
