@@ -499,6 +499,11 @@ func (w *worker) complete(res ckptResult) error {
 	w.cache.abandoned()
 	w.tombstones = append(w.tombstones, res.snap.tombstoned...)
 	w.carry = res.snap
+	if errors.Is(res.err, context.Canceled) {
+		// Cut short because the partition is being revoked or the member
+		// stops, not by Kafka: the final checkpoint takes these changes.
+		return nil
+	}
 	w.p.c.ckptAbandoned.Add(1)
 	if w.ckptEp == nil {
 		w.ckptEp = newEpisode(w.log, "checkpoint")
