@@ -67,7 +67,7 @@ func (w *StateWriter) Bool(v bool) {
 func (w *StateWriter) Floats(v []float64) {
 	out := w.words(len(v))
 	if littleEndian && len(v) > 0 { // the blob's byte order: one copy
-		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)))
+		copy(out, floatBytes(v))
 		return
 	}
 	for i, f := range v {
@@ -201,40 +201,49 @@ func (r *StateReader) Bool() bool {
 
 // Floats reads a length-prefixed vector into dst's storage (grown if needed).
 func (r *StateReader) Floats(dst []float64) []float64 {
-	if !littleEndian {
-		return readVec(r, dst, math.Float64frombits)
+	dst, words := readVec(r, dst)
+	if littleEndian && len(dst) > 0 { // the blob's byte order: one copy
+		copy(floatBytes(dst), words)
+		return dst
 	}
-	return readVec(r, dst, nil) // copied whole: see readVec
+	for i := range dst {
+		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(words[8*i:]))
+	}
+	return dst
 }
 
 // Ints reads a length-prefixed vector of integers.
 func (r *StateReader) Ints(dst []int) []int {
-	return readVec(r, dst, func(u uint64) int { return int(int64(u)) })
+	dst, words := readVec(r, dst)
+	for i := range dst {
+		dst[i] = int(int64(binary.LittleEndian.Uint64(words[8*i:])))
+	}
+	return dst
 }
 
-// readVec reads a length-prefixed vector of 8-byte words, refusing a length
-// the remaining bytes cannot hold before allocating anything.
-func readVec[T any](r *StateReader, dst []T, conv func(uint64) T) []T {
+// readVec reads a vector's length, refusing one the remaining bytes cannot
+// hold before allocating anything, and returns dst resized to it (grown if
+// needed) and the vector's 8-byte words, for the caller to convert.
+func readVec[T any](r *StateReader, dst []T) ([]T, []byte) {
 	n := r.uvarint()
 	if r.err == nil && n > uint64(len(r.b)/8) {
 		r.fail("vector length exceeds blob")
 	}
 	if r.err != nil {
-		return dst[:0]
+		return dst[:0], nil
 	}
 	if uint64(cap(dst)) < n {
 		dst = make([]T, n)
 	}
-	dst = dst[:n]
-	if conv == nil { // T is float64 on a little-endian machine (Floats): one copy
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 8*n), r.b)
-	} else {
-		for i := range dst {
-			dst[i] = conv(binary.LittleEndian.Uint64(r.b[8*i:]))
-		}
-	}
+	words := r.b[:8*n]
 	r.b = r.b[8*n:]
-	return dst
+	return dst[:n], words
+}
+
+// floatBytes is v's memory as bytes (a little-endian machine's float64s are
+// the blob's words).
+func floatBytes(v []float64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
 }
 
 // Check records a validation failure (a shape that does not match the spec).
