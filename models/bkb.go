@@ -255,9 +255,73 @@ func solveLower4(t *linalg.Tri, x, y []float64) {
 	}
 }
 
+// solveLower4x2 is solveLower4 for two systems with the same L at once.
+// Each is solved with exactly solveLower4's operations, in the same order,
+// so with the same bits; but a forward substitution is a chain of
+// dependent additions and divisions, which on its own leaves most of the
+// CPU's floating-point units idle, and two independent chains side by side
+// fill them (armValues2).
+func solveLower4x2(t *linalg.Tri, x1, y1, x2, y2 []float64) {
+	n := t.N
+	x1, x2 = x1[:n], x2[:n]
+	copy(x1, y1[:n])
+	copy(x2, y2[:n])
+	for i := 0; i < n; i++ {
+		r := t.Row(i)
+		rr, a, c := r[:i], x1[:i], x2[:i]
+		var s0, s1, s2, s3, u0, u1, u2, u3 float64
+		k := 0
+		for ; k+3 < len(rr); k += 4 {
+			s0 += rr[k] * a[k]
+			s1 += rr[k+1] * a[k+1]
+			s2 += rr[k+2] * a[k+2]
+			s3 += rr[k+3] * a[k+3]
+			u0 += rr[k] * c[k]
+			u1 += rr[k+1] * c[k+1]
+			u2 += rr[k+2] * c[k+2]
+			u3 += rr[k+3] * c[k+3]
+		}
+		for ; k < len(rr); k++ {
+			s0 += rr[k] * a[k]
+			u0 += rr[k] * c[k]
+		}
+		x1[i] = (x1[i] - ((s0 + s1) + (s2 + s3))) / r[i]
+		x2[i] = (x2[i] - ((u0 + u1) + (u2 + u3))) / r[i]
+	}
+}
+
+// armValues2 returns Choose's posterior mean and variance term of two new
+// arms, each computed with the operations of embed, quad and Choose's own
+// (the same bits as one at a time), the two arms' triangular solves
+// interleaved (solveLower4x2). Scratch: kb, zb, ub for x1; vb and xb's two
+// halves for x2 (Observe's scratch, free during Choose).
+func (b *BKB) armValues2(x1, x2 []float64) (mu1, s1, mu2, s2 float64) {
+	m := b.ls.N // = b.lv.N
+	k1, k2 := b.kernelVector(b.kb[:m], x1), b.kernelVector(b.vb[:m], x2)
+	z1, z2 := b.zb[:m], b.xb[:m]
+	solveLower4x2(&b.ls, z1, k1, z2, k2)
+	res1 := math.Max(b.kernel.Diag(x1)-linalg.Dot(z1, z1), 0) / b.bp.lambda
+	res2 := math.Max(b.kernel.Diag(x2)-linalg.Dot(z2, z2), 0) / b.bp.lambda
+	u1, u2 := b.ub[:m], b.xb[m+1:2*m+1]
+	solveLower4x2(&b.lv, u1, z1, u2, z2)
+	mu1, s1 = linalg.Dot(z1, b.w[:m]), res1+math.Max(dot4(u1, u1), 0)
+	mu2, s2 = linalg.Dot(z2, b.w[:m]), res2+math.Max(dot4(u2, u2), 0)
+	return mu1, s1, mu2, s2
+}
+
 // kernelVector writes k_S(x) = (k(s, x) for s in S, in S's order) into dst
 // (len m) and returns it.
+//
+// The Gaussian kernel (the default) is evaluated here, not through the
+// interface: the same expression as Gaussian.Eval, so the same bits, without
+// a dynamic call per pair (A m of them per Choose).
 func (b *BKB) kernelVector(dst, x []float64) []float64 {
+	if g, ok := b.kernel.(*Gaussian); ok {
+		for k, s := range b.dict {
+			dst[k] = math.Exp(-g.gamma * linalg.SqDist(b.point(s), x))
+		}
+		return dst
+	}
 	for k, s := range b.dict {
 		dst[k] = b.kernel.Eval(b.point(s), x)
 	}
@@ -463,11 +527,19 @@ func (b *BKB) Choose(arms [][]float64) Decision {
 	b.scratch(m)
 	best, ties := -1, 0
 	var bestU, bestS, bestMu float64
+	var nextMu, nextS2 float64 // arm j+1's, when computed with arm j's (armValues2)
+	paired := false
 	for j, a := range arms {
 		var mu, s2 float64
-		if memo {
+		switch {
+		case memo:
 			mu, s2 = b.amu[j], b.ares[j]+math.Max(b.aq[j], 0)
-		} else { // the memo's values, computed as embedArms and memoValues do
+		case paired: // computed with the previous arm
+			mu, s2, paired = nextMu, nextS2, false
+		case j+1 < len(arms):
+			mu, s2, nextMu, nextS2 = b.armValues2(a, arms[j+1])
+			paired = true
+		default: // the memo's values, computed as embedArms and memoValues do
 			res := b.embed(b.zb[:m], a)
 			mu, s2 = linalg.Dot(b.zb[:m], b.w[:m]), res+math.Max(b.quad(b.zb, b.ub), 0)
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kernelstream/kernelstream/internal/linalg"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -467,5 +468,43 @@ func TestBKBEvictionOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(restored, fmt.Sprintf("%+v restored", c))
+	}
+}
+
+// TestBKBArmValues2IsOneAtATime: Choose computes two new arms at once
+// (armValues2, the triangular solves interleaved); each arm's mean and
+// variance term must be bit for bit what embed and quad give one arm at a
+// time, for every dictionary size the rounds pass through, with the
+// Gaussian kernel (evaluated inline) and another (through the interface).
+func TestBKBArmValues2IsOneAtATime(t *testing.T) {
+	for _, kernel := range []KernelSpec{{Type: "gaussian", Sigma: 0.8}, {Type: "laplacian", Sigma: 1.5}} {
+		spec := Spec{Algorithm: "bkb", Dim: 6, Kernel: kernel, Params: map[string]any{"qbar": 2, "max_budget": 40}, Seed: 3}
+		b := newBandit(t, spec, "pair").(*BKB)
+		r := NewRand(11)
+		sizes := map[int]bool{}
+		for round := 0; round < 150; round++ {
+			arms := testArms(r, 5, 6)
+			m := b.ls.N
+			sizes[m] = true
+			b.scratch(m)
+			for j := 0; j+1 < len(arms); j += 2 {
+				mu1, s1, mu2, s2 := b.armValues2(arms[j], arms[j+1])
+				for k, got := range [][2]float64{{mu1, s1}, {mu2, s2}} {
+					res := b.embed(b.zb[:m], arms[j+k])
+					mu := linalg.Dot(b.zb[:m], b.w[:m])
+					s := res + math.Max(b.quad(b.zb, b.ub), 0)
+					if math.Float64bits(got[0]) != math.Float64bits(mu) || math.Float64bits(got[1]) != math.Float64bits(s) {
+						t.Fatalf("%s, round %d, m=%d, arm %d: paired (%v, %v), alone (%v, %v)", kernel.Type, round, m, j+k, got[0], got[1], mu, s)
+					}
+				}
+			}
+			d := b.Choose(arms)
+			if err := b.Observe(arms[d.Arm], testReward(arms[d.Arm], r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(sizes) < 5 {
+			t.Fatalf("%s: the dictionary took only the sizes %v", kernel.Type, sizes)
+		}
 	}
 }
