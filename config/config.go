@@ -94,6 +94,7 @@ type Changelog struct {
 	MinInsyncReplicas int           `yaml:"min_insync_replicas" doc:"min.insync.replicas of the changelog topic when the consumer creates it; 0 = the brokers' default"`
 	MaxMessageBytes   int           `yaml:"max_message_bytes" doc:"largest changelog record (one key's learner); the topic is created with it as max.message.bytes"`
 	MaxCompactionLag  time.Duration `yaml:"max_compaction_lag" doc:"bound on how long an erased or overwritten key's records stay in the changelog: a topic the consumer creates gets max.compaction.lag.ms and segment.ms of half this each (a segment rolls within one half, an idle partition's by a marker, and is compacted within the other), so an erasure is complete within it; an existing topic's settings are not changed; negative = the brokers' defaults (no bound)"`
+	Compression       string        `yaml:"compression" doc:"compression of the changelog's batches: none, gzip, snappy, lz4 or zstd; learner states are binary floating-point numbers, which lz4 shrinks by 5-9 %, for 4.6 CPU-µs per bandit decision in make bench-decisions (docs/scale.md, \"Changelog compression\"); with output.delivery exactly_once the changelog shares the outputs' transactions and output.compression"`
 	StandbyReplicas   int           `yaml:"standby_replicas" doc:"other members that keep a warm in-memory copy of each partition's state by tailing its changelog partition; the partition goes to one of them when its owner leaves (docs/pipeline.md, \"Standby replicas\")"`
 }
 
@@ -130,7 +131,7 @@ type Output struct {
 	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
 	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"the longest a prediction waits for its batch to fill (linger); 0: no wait, batches form while a request is in flight"`
 	Delivery     string        `yaml:"delivery" doc:"at_least_once (predictions visible at once; after a crash the records since the last checkpoint are predicted again, same ids) or exactly_once (predictions written in each checkpoint's transaction, visible to read_committed readers when it commits, once; they wait up to checkpoint.interval, at most 15s; needs the changelog)"`
-	Compression  string        `yaml:"compression" doc:"compression of the output, dead-letter and changelog batches: none, gzip, snappy, lz4 or zstd"`
+	Compression  string        `yaml:"compression" doc:"compression of the output and dead-letter batches (and of the changelog's with output.delivery exactly_once): none, gzip, snappy, lz4 or zstd"`
 }
 
 // HTTP serves /metrics, /healthz and /readyz.
@@ -195,7 +196,7 @@ func Default() Config {
 			MaxRecords:  processor.DefaultCheckpointMaxRecords,
 			MemTableMiB: processor.DefaultCheckpointMemTableMiB,
 		},
-		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes, MaxCompactionLag: processor.DefaultChangelogMaxCompactionLag},
+		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes, Compression: processor.DefaultChangelogCompression, MaxCompactionLag: processor.DefaultChangelogMaxCompactionLag},
 		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending, MergeWait: processor.DefaultMergeWait, MaxTsSkew: processor.DefaultMaxTsSkew},
 		Cache:     Cache{MaxLearners: processor.DefaultMaxLearners},
 		Output:    Output{TopK: processor.DefaultTopK, Headers: []string{"traceparent", "tracestate"}, BatchTimeout: processor.DefaultBatchTimeout, Compression: processor.DefaultCompression, Delivery: processor.DefaultOutputDelivery},

@@ -95,7 +95,7 @@ func TestParseFullFile(t *testing.T) {
 func TestUnknownKeysNameKeyAndLine(t *testing.T) {
 	cases := []struct{ yaml, want string }{
 		{"kafka:\n  brokers: [a:1]\n  grup: x\n", "cfg.yaml:3: unknown key kafka.grup"},
-		{"kafka:\n  compression: zstd\n", "wrong_partition); did you mean output.compression?"},
+		{"kafka:\n  compression: zstd\n", "wrong_partition); did you mean changelog.compression or output.compression?"},
 		{"kafka:\n  tls:\n    enabled: true\n    ca: x\n", "cfg.yaml:4: unknown key kafka.tls.ca"},
 		{"log:\n  level: info\nlogging: {}\n", "cfg.yaml:3: unknown key logging"},
 		{"level: debug\n", "cfg.yaml:1: unknown key level (known here: cache, changelog, checkpoint, http, kafka, labels, log, model, output, serve, shutdown, state); did you mean log.level?"},
@@ -256,7 +256,7 @@ func TestEnvOverrides(t *testing.T) {
 
 	bad := []struct{ env, want string }{
 		{"KERNELSTREAM_KAFKA_GRUP=x", "KERNELSTREAM_KAFKA_GRUP names no configuration key"},
-		{"KERNELSTREAM_KAFKA_COMPRESSION=zstd", "names no configuration key (see Keys / docs/operations.md); did you mean output.compression?"},
+		{"KERNELSTREAM_KAFKA_COMPRESSION=zstd", "names no configuration key (see Keys / docs/operations.md); did you mean changelog.compression or output.compression?"},
 		{"KERNELSTREAM_CACHE_MAX_LEARNERS=many", "KERNELSTREAM_CACHE_MAX_LEARNERS (cache.max_learners): want an integer"},
 		{"KERNELSTREAM_LABELS_TTL=3", "KERNELSTREAM_LABELS_TTL (labels.ttl): want a duration"},
 		{"KERNELSTREAM_KAFKA_TLS_ENABLED=yes please", "(kafka.tls.enabled): want true or false"},
@@ -340,6 +340,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"labels.max_pending", func(c *Config) { c.Labels.MaxPending = -1 }},
 		{"state.key_ttl", func(c *Config) { c.State.KeyTTL = -time.Hour }},
 		{"changelog.standby_replicas", func(c *Config) { c.Changelog.StandbyReplicas = -1 }},
+		{"changelog.compression", func(c *Config) { c.Changelog.Compression = "brotli" }},
 		{"changelog.standby_replicas", func(c *Config) { c.Changelog.Enabled, c.Changelog.StandbyReplicas = false, 1 }},
 		{"output.delivery", func(c *Config) { c.Changelog.Enabled, c.Output.Delivery = false, "exactly_once" }},
 		{"checkpoint.interval", func(c *Config) { c.Output.Delivery, c.Checkpoint.Interval = "exactly_once", time.Minute }},

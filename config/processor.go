@@ -99,7 +99,7 @@ func (c *Config) processorChangelog() processor.ChangelogConfig {
 	}
 	return processor.ChangelogConfig{Topic: c.ChangelogTopic(), ReplicationFactor: c.Changelog.ReplicationFactor,
 		MinInsyncReplicas: c.Changelog.MinInsyncReplicas, MaxMessageBytes: c.Changelog.MaxMessageBytes, MaxCompactionLag: c.Changelog.MaxCompactionLag,
-		StandbyReplicas: c.Changelog.StandbyReplicas}
+		StandbyReplicas: c.Changelog.StandbyReplicas, Compression: c.Changelog.Compression}
 }
 
 // maxTsSkew maps labels.max_ts_skew (0 = no check) onto processor.Config's

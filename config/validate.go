@@ -61,6 +61,7 @@ func (c *Config) Validate() error {
 	}{{"kafka.start_offset", k.StartOffset, processor.StartOffsets}, {"kafka.offset_reset", k.OffsetReset, processor.OffsetResets},
 		{"kafka.isolation_level", k.IsolationLevel, processor.IsolationLevels},
 		{"kafka.wrong_partition", k.WrongPartition, processor.WrongPartitions}, {"output.compression", c.Output.Compression, processor.Compressions},
+		{"changelog.compression", c.Changelog.Compression, processor.Compressions},
 		{"output.delivery", c.Output.Delivery, processor.OutputDeliveries}} {
 		if err := processor.CheckChoice(e.v, e.choices); err != nil {
 			bad(e.key, "%v", err)

@@ -69,7 +69,8 @@ func (p *Processor) saslMechanism() (sasl.Mechanism, error) {
 func (p *Processor) kafkaOptions(batchMax func(topic string) int32) kafkaio.Options {
 	o := kafkaio.Options{Brokers: p.cfg.Brokers, ClientID: p.cfg.ClientID, TLS: p.cfg.TLS,
 		ReadUncommitted: p.cfg.IsolationLevel == "read_uncommitted", Compression: p.cfg.Compression,
-		Linger: p.cfg.BatchTimeout, BatchMaxBytes: batchMax, Logger: p.log,
+		TransactionCompression: p.transactionCompression(),
+		Linger:                 p.cfg.BatchTimeout, BatchMaxBytes: batchMax, Logger: p.log,
 		// A record up to MaxValueBytes must come whole, and a queue holds
 		// at least a few of them.
 		ReaderQueueBytes: max(kafkaio.DefaultReaderQueueBytes, 4*p.cfg.MaxValueBytes), TransactionTimeout: p.cfg.txnTimeout}
@@ -77,4 +78,14 @@ func (p *Processor) kafkaOptions(batchMax func(topic string) int32) kafkaio.Opti
 		o.SASL = &kafkaio.SASL{Mechanism: s.Mechanism, Username: s.Username, Password: s.Password}
 	}
 	return o
+}
+
+// transactionCompression is the codec of the partitions' transactional
+// producers: the changelog's, unless the outputs ride the same
+// transactions (exactly once), whose batches keep the outputs' codec.
+func (p *Processor) transactionCompression() string {
+	if p.cfg.OutputDelivery == "exactly_once" {
+		return p.cfg.Compression
+	}
+	return p.cfg.Changelog.Compression
 }

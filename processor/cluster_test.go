@@ -63,7 +63,7 @@ func TestRestoreFromChangelogCompactedAsKafkaDoes(t *testing.T) {
 			b := newBroker(t, broker.Options{}, nil)
 			addr := b.Addrs()[0]
 			cfg := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
-			cfg.Changelog.Topic, cfg.Compression = "cl", codec
+			cfg.Changelog.Topic, cfg.Changelog.Compression = "cl", codec
 			r := start(t, cfg)
 			out := newConsumer(t, addr, tOut)
 			// Rounds of records, each checkpointed before the next: the

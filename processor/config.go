@@ -325,6 +325,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Changelog.MaxMessageBytes == 0 {
 		cfg.Changelog.MaxMessageBytes = DefaultChangelogMaxMessageBytes
 	}
+	if cfg.Changelog.Compression == "" {
+		cfg.Changelog.Compression = DefaultChangelogCompression
+	}
 	if cfg.Changelog.MaxCompactionLag == 0 {
 		cfg.Changelog.MaxCompactionLag = DefaultChangelogMaxCompactionLag
 	}
@@ -379,6 +382,7 @@ func (cfg Config) Validate() error {
 		field, v string
 		choices  []string
 	}{{"StartOffset", c.StartOffset, StartOffsets}, {"Compression", c.Compression, Compressions},
+		{"Changelog.Compression", c.Changelog.Compression, Compressions},
 		{"OffsetReset", c.OffsetReset, OffsetResets}, {"WrongPartition", c.WrongPartition, WrongPartitions},
 		{"IsolationLevel", c.IsolationLevel, IsolationLevels}, {"OutputDelivery", c.OutputDelivery, OutputDeliveries}} {
 		if err := CheckChoice(e.v, e.choices); err != nil {

@@ -45,6 +45,10 @@ type Options struct {
 	// Compression of produced batches: "none", "gzip", "snappy", "lz4" or
 	// "zstd". Default "lz4".
 	Compression string
+	// TransactionCompression is the compression of the transactional
+	// producers' batches (Client.Transactional), with Compression's
+	// choices. Default "": Compression.
+	TransactionCompression string
 	// Linger is how long a produced record may wait for its batch to fill
 	// (Kafka's linger.ms). Default 0: records go as soon as the
 	// connection is free, and those produced meanwhile form the next
@@ -94,6 +98,9 @@ func (o Options) Validate() error {
 	if _, ok := codecs[o.Compression]; !ok && o.Compression != "" {
 		return fmt.Errorf("kafkaio: Compression %q: want none, gzip, snappy, lz4 or zstd", o.Compression)
 	}
+	if _, ok := codecs[o.TransactionCompression]; !ok && o.TransactionCompression != "" {
+		return fmt.Errorf("kafkaio: TransactionCompression %q: want none, gzip, snappy, lz4 or zstd", o.TransactionCompression)
+	}
 	if s := o.SASL; s != nil {
 		switch s.Mechanism {
 		case "plain", "scram-sha-256", "scram-sha-512":
@@ -131,6 +138,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Compression == "" {
 		o.Compression = DefaultCompression
+	}
+	if o.TransactionCompression == "" {
+		o.TransactionCompression = o.Compression
 	}
 	if o.MaxBufferedBytes == 0 {
 		o.MaxBufferedBytes = DefaultMaxBufferedBytes

@@ -52,9 +52,11 @@ var ErrRecreated = errors.New("kafkaio: the topic was deleted and recreated unde
 const DefaultTransactionTimeout = time.Minute
 
 // Transactional returns a transactional producer with the given id, with the
-// client's connection and producer options.
+// client's connection and producer options, and TransactionCompression.
 func (c *Client) Transactional(id string) (Txn, error) {
-	opts := append(c.opts.connOpts(), c.opts.producerOpts()...)
+	po := c.opts
+	po.Compression = po.TransactionCompression
+	opts := append(c.opts.connOpts(), po.producerOpts()...)
 	opts = append(opts, kgo.TransactionalID(id), kgo.TransactionTimeout(cmp.Or(c.opts.TransactionTimeout, DefaultTransactionTimeout)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
