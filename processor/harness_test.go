@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"sort"
@@ -69,13 +70,30 @@ func startCluster(t *testing.T, port int, dataDir string, extra ...kfake.Opt) *k
 	return nil
 }
 
+// freePort returns a port nobody listens on, below the kernel's ephemeral
+// range: a test whose broker is absent at first or restarts on the port
+// leaves it free meanwhile, and an ephemeral port could then be given to
+// another test's listener (port 0) or connection, whose broker the
+// processor would reach instead (TestBrokerAbsentAtStart met one: a
+// broker with other session limits).
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := 32768 // Linux's default start of net.ipv4.ip_local_port_range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				lo = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range 200 {
+		port := 10000 + mathrand.IntN(lo-10000)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
 
 // testRecord is one input record of a scenario.
