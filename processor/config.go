@@ -239,8 +239,8 @@ type Config struct {
 	// staged checkpoints with it).
 	checkpointTxnBytes int
 	// loopHook, when set, runs at the top of every turn of a worker's
-	// loop (tests freeze a member with it).
-	loopHook func(part int)
+	// loop, on its goroutine (tests freeze a member with it).
+	loopHook func(w *worker)
 	// crashOnStop makes a cancelled Run skip the final checkpoints, like a
 	// process killed between two checkpoints (tests).
 	crashOnStop bool

@@ -20,8 +20,8 @@ import (
 // and tells the checkpoint which of them the brokers have acknowledged.
 //
 // Each output takes a slot of a ring of emitWindow, numbered by the
-// worker's sequence number, and goes to the cluster's producer at once (in
-// the worker's loop with at-least-once outputs, in bursts: flush); the
+// worker's sequence number, and goes to the cluster's producer or the
+// partition's transaction (in the worker's loop in bursts: flush); the
 // producer (kgo's, idempotent) batches what accumulates while a request is
 // in flight, retries what can be retried without duplicating or reordering
 // it, and calls the slot back once the record is acknowledged by every

@@ -77,7 +77,7 @@ func TestLagFromTheStart(t *testing.T) {
 	produce(t, addr, recs)
 	cfg := testConfig(t, addr, t.TempDir(), lmsSpec, nil)
 	release := make(chan struct{})
-	cfg.loopHook = func(int) { <-release } // no worker handles a record until released
+	cfg.loopHook = func(*worker) { <-release } // no worker handles a record until released
 	r := start(t, cfg)
 	waitUntil(t, 30*time.Second, "every partition started", r.p.Ready)
 	lag := r.p.Stats().Lag

@@ -155,14 +155,11 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		out = w.txn
 	}
 	w.em = newEmitter(out, w.log, w.p.m)
-	if !w.exactlyOnce() {
-		// The loop below flushes whenever it would wait and when it ends;
-		// a fatal return emits what it queued too. A transaction's
-		// outputs still go at once: batched, TestTransactionPastItsTimeout's
-		// stalled partition no longer failed (not investigated further).
-		w.em.batch = emitBatch
-		defer w.em.flush(w.hard)
-	}
+	// The loop below flushes whenever it would wait and when it ends; a
+	// fatal return emits what it queued too, and a snapshot flushes before
+	// it cuts, so a transaction's outputs are all in it before it commits.
+	w.em.batch = emitBatch
+	defer w.em.flush(w.hard)
 	if w.stages != nil {
 		w.em.cur, w.em.trace, w.em.hook = w.stages, make([]StageTimes, emitWindow), TestHookStages
 	}
@@ -204,7 +201,7 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		if h := w.cfg.loopHook; h != nil {
-			h(w.part)
+			h(w)
 		}
 		if w.failedErr != nil {
 			break

@@ -71,7 +71,7 @@ func TestZombieIsFenced(t *testing.T) {
 	cfgA := changelogConfig(t, addr, t.TempDir())
 	cfgA.SessionTimeout, cfgA.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
 	cfgA.CheckpointInterval, cfgA.CheckpointMaxRecords = time.Hour, 1<<30 // its state stays unwritten until the revoke
-	cfgA.loopHook = func(int) {
+	cfgA.loopHook = func(*worker) {
 		if frozen.Load() {
 			<-thaw
 		}
@@ -543,9 +543,14 @@ func TestTransactionPastItsTimeout(t *testing.T) {
 	var armed, slept atomic.Bool
 	var turns [nParts]atomic.Int32
 	stalled := make(chan int, 1)
-	cfg.loopHook = func(part int) {
-		if armed.Load() && turns[part].Add(1) == 20 && slept.CompareAndSwap(false, true) {
-			stalled <- part
+	cfg.loopHook = func(w *worker) {
+		// The stall comes right after the worker handed outputs to the
+		// transaction (it queues them, up to emitBatch, until it would
+		// wait): a transaction that nothing was produced in yet is not
+		// open on the coordinator, and its timeout would not run.
+		if armed.Load() && turns[w.part].Add(1) >= 20 && len(w.em.queued) > 0 && slept.CompareAndSwap(false, true) {
+			w.em.flush(w.hard)
+			stalled <- w.part
 			time.Sleep(2500 * time.Millisecond) // the open transaction outlives its timeout
 		}
 	}
