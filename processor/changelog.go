@@ -46,12 +46,11 @@ type ChangelogConfig struct {
 	// Compression of the changelog's batches: "none", "gzip", "snappy",
 	// "lz4" or "zstd". Default "none" (DefaultChangelogCompression): a
 	// learner's state is binary floating-point numbers, which lz4 shrank
-	// by 5-9 % (bkb states of 1 to 160 KB) for 4.6 CPU-µs per decision
-	// of make bench-decisions, 4 % of its cost (docs/scale.md, "Changelog
-	// compression"). With
-	// OutputDelivery "exactly_once" the outputs and the changelog share
-	// each partition's transactional producer, whose batches then take
-	// Config.Compression and this is ignored.
+	// by 5-9 % (bkb states of 1 to 160 KB) for 4.6 CPU-µs per decision of
+	// make bench-decisions, 4 % of its cost (docs/pipeline.md, "State in
+	// Kafka"). With OutputDelivery "exactly_once" the outputs and the
+	// changelog share each partition's transactional producer, whose
+	// batches then take Config.Compression, and this is ignored.
 	Compression string
 }
 

@@ -68,9 +68,9 @@ func (p *Processor) saslMechanism() (sasl.Mechanism, error) {
 // topic's largest record batch (its max.message.bytes).
 func (p *Processor) kafkaOptions(batchMax func(topic string) int32) kafkaio.Options {
 	o := kafkaio.Options{Brokers: p.cfg.Brokers, ClientID: p.cfg.ClientID, TLS: p.cfg.TLS,
-		ReadUncommitted: p.cfg.IsolationLevel == "read_uncommitted", Compression: p.cfg.Compression,
-		TransactionCompression: p.transactionCompression(),
-		Linger:                 p.cfg.BatchTimeout, BatchMaxBytes: batchMax, Logger: p.log,
+		ReadUncommitted: p.cfg.IsolationLevel == "read_uncommitted",
+		Compression:     p.cfg.Compression, TransactionCompression: p.transactionCompression(),
+		Linger: p.cfg.BatchTimeout, BatchMaxBytes: batchMax, Logger: p.log,
 		// A record up to MaxValueBytes must come whole, and a queue holds
 		// at least a few of them.
 		ReaderQueueBytes: max(kafkaio.DefaultReaderQueueBytes, 4*p.cfg.MaxValueBytes), TransactionTimeout: p.cfg.txnTimeout}
