@@ -446,8 +446,10 @@ func (s *ClickStream) dueReward(us *userState, t int) *openDecision {
 func (s *ClickStream) emitDecision(r *ClickRecord, us *userState, u, g int) {
 	t := us.next
 	d := &openDecision{u: u, t: t, seq: g, chosen: -1}
+	// Its own candidates, sized once: the decision keeps them until its
+	// reward (a benchmark's feeder shares the consumer's heap).
+	d.off.cands = make([]int, 0, s.e.cfg.Candidates)
 	s.e.draw(&d.off, u, t)
-	d.off.cands = append([]int(nil), d.off.cands...)
 	d.due = min(t+d.off.delay, us.total)
 	d.id = s.e.users[u] + "-" + strconv.Itoa(t)
 	s.open[d.id] = d
