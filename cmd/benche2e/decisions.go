@@ -171,6 +171,7 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 	pprof.StopCPUProfile()
 	cancel()
 	wg.Wait()
+	score.finish() // before the consumer and its scoring endpoint stop
 	stopped = true
 	if err := errors.Join(append(r.errs, stop(), ignoreCanceled(feedErr))...); err != nil {
 		return err

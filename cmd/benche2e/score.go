@@ -69,6 +69,9 @@ type scoreLoad struct {
 	stdin  io.WriteCloser
 	result chan scoreResult
 	err    error
+
+	stopOnce sync.Once
+	res      *scoreResult // the client's answer, once finish has it
 }
 
 // freeLocalAddr is a free 127.0.0.1 port for the scoring endpoint.
@@ -116,10 +119,32 @@ func startScoreLoad(ctx context.Context, o options, env *banditenv.Clicks) *scor
 	if s.err == nil {
 		go func() {
 			<-ctx.Done()
-			s.stdin.Close() // the client's signal to stop sending and answer
+			s.stop()
 		}()
 	}
 	return s
+}
+
+// stop closes the client's stdin: its signal to stop sending and answer.
+func (s *scoreLoad) stop() { s.stopOnce.Do(func() { s.stdin.Close() }) }
+
+// finish stops the client and waits for its answer (at most 30 s). The
+// run calls it before it stops the consumer: a request sent after the
+// scoring endpoint closed would fail as refused and count as an error
+// (TestDecisionsSmoke met one).
+func (s *scoreLoad) finish() {
+	if s == nil || s.err != nil || s.res != nil {
+		return
+	}
+	s.stop()
+	select {
+	case r := <-s.result:
+		s.res = &r
+		s.cmd.Wait() //nolint:errcheck // its result is in
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill() //nolint:errcheck
+		s.err = errors.New("the client process did not answer within 30 s")
+	}
 }
 
 func (s *scoreLoad) start(job scoreJob) error {
@@ -306,19 +331,12 @@ func (s *scoreLoad) report(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\nPOST /v1/score beside the decisions, from a client process: %d arms per request, %s\n\n", s.o.arms, s.o.serveAddr)
+	s.finish()
 	if s.err != nil {
 		fmt.Fprintf(w, "error: the client process: %v\n", s.err)
 		return
 	}
-	var r scoreResult
-	select {
-	case r = <-s.result:
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill() //nolint:errcheck
-		fmt.Fprintln(w, "error: the client process did not answer within 30 s")
-		return
-	}
-	s.cmd.Wait() //nolint:errcheck // its result is in
+	r := *s.res
 	sort.Float64s(r.Lat)
 	sort.Float64s(r.FreshLat)
 	all := append(append([]float64(nil), r.Lat...), r.FreshLat...)
