@@ -123,6 +123,97 @@ func TestZombieIsFenced(t *testing.T) {
 	checkStates(t, ref, restoreFresh(t, addr, partitionsOf(recs)))
 }
 
+// TestZombieOutputsNeverVisible: with exactly-once outputs, member A
+// predicts a stream into transactions it has not committed (its checkpoints
+// 10 s apart) and is frozen past its session timeout while a worker holds
+// outputs queued for its transaction (emitted, not yet handed to kgo: the
+// emitter's bursts): its workers stop (loopHook) and its heartbeats hang
+// (ControlKey, as a paused process's would; kfake would otherwise keep the
+// member). B takes every partition, fences A's transactional ids (which
+// aborts A's open transactions) and predicts the whole stream again. A is
+// then thawed and hands what it had queued to its fenced transactions. A
+// read_committed reader sees every prediction exactly once, each equal to
+// a replay's: none of A's.
+func TestZombieOutputsNeverVisible(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, "", shortSessions)
+	addr := c.ListenAddrs()[0]
+	recs := stream(6, 60, 3, 52)
+	third := len(recs) / 3
+	produce(t, addr, recs[:third])
+
+	var armed, frozen atomic.Bool
+	var queuedAtFreeze atomic.Int32
+	thaw := make(chan struct{})
+	cfgA := changelogConfig(t, addr, t.TempDir())
+	cfgA.OutputDelivery = "exactly_once"
+	cfgA.SessionTimeout, cfgA.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	cfgA.CheckpointInterval, cfgA.CheckpointMaxRecords = 10*time.Second, 1<<30 // its transactions stay open
+	cfgA.loopHook = func(w *worker) {
+		if armed.Load() && len(w.em.queued) > 0 && frozen.CompareAndSwap(false, true) {
+			queuedAtFreeze.Store(int32(len(w.em.queued)))
+		}
+		if frozen.Load() {
+			<-thaw
+		}
+	}
+	a := start(t, cfgA)
+	// A's predictions of the first third, written but not committed.
+	waitDone(t, a, newConsumer(t, addr, tOut), replay(t, lmsSpec, recs[:third], DefaultTopK))
+
+	info := c.GroupInfo("g")
+	if info == nil || len(info.Members) != 1 {
+		t.Fatalf("group: %+v", info)
+	}
+	memberA := info.Members[0].MemberID
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if frozen.Load() && req.(*kmsg.HeartbeatRequest).MemberID == memberA {
+			c.SleepControl(func() { <-thaw })
+		}
+		return nil, nil, false
+	})
+	armed.Store(true)
+	produce(t, addr, recs[third:2*third]) // A freezes with some of their outputs queued
+	waitUntil(t, 30*time.Second, "A frozen with outputs queued", frozen.Load)
+
+	cfgB := changelogConfig(t, addr, t.TempDir())
+	cfgB.OutputDelivery = "exactly_once"
+	cfgB.SessionTimeout, cfgB.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	b := start(t, cfgB)
+	waitUntil(t, 60*time.Second, "B owning every partition", func() bool {
+		return b.p.Ready() && len(b.p.Stats().Partitions) == nParts
+	})
+	produce(t, addr, recs[2*third:])
+	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	committed := newCommittedConsumer(t, addr, tOut)
+	committed.waitFor(60*time.Second, "every prediction committed by B", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+
+	close(thaw)
+	frozen.Store(false)
+	waitUntil(t, 30*time.Second, "A's writes refused as fenced", func() bool { return len(a.p.Failed()) > 0 })
+	for part, err := range a.p.Failed() {
+		if !errors.Is(err, kafkaio.ErrFenced) {
+			t.Errorf("A's partition %d failed with %v, want the fencing named", part, err)
+		}
+	}
+	a.stop(t)
+	b.stop(t)
+
+	outs := committed.waitFor(30*time.Second, "the committed predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
+	checkPredictions(t, ref, outs)
+	seen := map[string]int{}
+	for _, o := range outs {
+		seen[o.Key+"/"+string(o.ID)]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s committed %d times", id, n)
+		}
+	}
+	t.Logf("A froze with %d outputs queued in a worker's emitter", queuedAtFreeze.Load())
+}
+
 // partitionsOf is how many input partitions hold the keys of recs.
 func partitionsOf(recs []testRecord) int64 {
 	parts := map[int]bool{}
