@@ -314,7 +314,9 @@ func (b *BKB) armValues2(x1, x2 []float64) (mu1, s1, mu2, s2 float64) {
 //
 // The Gaussian kernel (the default) is evaluated here, not through the
 // interface: the same expression as Gaussian.Eval, so the same bits, without
-// a dynamic call per pair (A m of them per Choose).
+// a call per pair (A m of them per Choose; Eval does not inline, and
+// calling it on the concrete type measured 44.8 against 42.3 µs in
+// BenchmarkBKBChoose m=16/A=100).
 func (b *BKB) kernelVector(dst, x []float64) []float64 {
 	if g, ok := b.kernel.(*Gaussian); ok {
 		for k, s := range b.dict {

@@ -89,11 +89,11 @@ func appendFloat(b []byte, v float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// plain reports whether s is printable ASCII without '"' and '\\': its
-// JSON string is s itself between quotes.
+// plain reports whether every byte of s is one a JSON string holds as it
+// is (plainString): its JSON string is s itself between quotes.
 func plain(s []byte) bool {
 	for _, c := range s {
-		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+		if !plainString[c] {
 			return false
 		}
 	}
