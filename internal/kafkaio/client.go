@@ -107,6 +107,7 @@ func (o Options) producerOpts() []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(codecs[o.Compression]),
+		kgo.WithCompressor(compressor(o.Compression)),
 		kgo.ProducerLinger(o.Linger),
 		kgo.MaxBufferedBytes(o.MaxBufferedBytes),
 		kgo.MaxBufferedRecords(1 << 20), // the byte bound is the one that matters

@@ -43,7 +43,8 @@ type Options struct {
 	ReaderQueueBytes int
 
 	// Compression of produced batches: "none", "gzip", "snappy", "lz4" or
-	// "zstd". Default "lz4".
+	// "zstd". Default "lz4". Batches under minCompressBytes stay
+	// uncompressed whatever the codec (compress.go).
 	Compression string
 	// TransactionCompression is the compression of the transactional
 	// producers' batches (Client.Transactional), with Compression's
