@@ -74,3 +74,51 @@ func TestStateSizeTable(t *testing.T) {
 	}
 	t.Log("\n" + b.String())
 }
+
+// TestBKBStateSizeTable prints what a bkb learner of the decision benchmark
+// (`make bench-decisions`: dimension 16, the defaults, 100 candidates a
+// decision drawn from a catalogue of 500 items) holds after n decisions,
+// and so what every checkpoint rewrites for a user who decided since the
+// last one: the stored arms (U of them, 8 (d + 4) bytes each) and the two
+// m x m triangular factors L_S and L_V (8 m (m + 1) bytes), which a single
+// reward changes entirely (L_V's rank-one update). The table of
+// docs/bandits.md ("State size and checkpoints"). A measurement, run on
+// demand:
+//
+//	KS_STATE_TABLE=1 go test ./models -run TestBKBStateSizeTable -v
+func TestBKBStateSizeTable(t *testing.T) {
+	if os.Getenv("KS_STATE_TABLE") == "" {
+		t.Skip("a measurement; set KS_STATE_TABLE=1 to print the table")
+	}
+	const dim, catalogue, candidates = 16, 500, 100
+	l, err := New(Spec{Algorithm: "bkb", Dim: dim}, "size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := l.(*BKB)
+	r := NewRand(7)
+	items := testArms(r, catalogue, dim)
+	arms := make([][]float64, candidates)
+	var out strings.Builder
+	out.WriteString("| decisions | U (stored arms) | m (dictionary) | state bytes | of which L_S and L_V | of which stored arms |\n")
+	marks := []int{4, 12, 40, 100, 300, 1000, 3000}
+	for n, mi := 1, 0; mi < len(marks); n++ {
+		for i := range arms {
+			arms[i] = items[r.Uint64()%catalogue]
+		}
+		d := b.Choose(arms)
+		if err := b.Observe(arms[d.Arm], testReward(arms[d.Arm], r)); err != nil && err != ErrNumerical {
+			t.Fatal(err)
+		}
+		if n == marks[mi] {
+			blob, err := b.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, m := len(b.cnt), b.ls.N
+			fmt.Fprintf(&out, "| %d | %d | %d | %d | %d | %d |\n", n, u, m, len(blob), 8*(len(b.ls.Data)+len(b.lv.Data)), 8*u*(dim+4))
+			mi++
+		}
+	}
+	t.Log("\n" + out.String())
+}

@@ -117,6 +117,10 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 	if err := pprof.StartCPUProfile(&prof); err != nil {
 		return err
 	}
+	stopTrace, err := startTrace(o.trace)
+	if err != nil {
+		return err
+	}
 	cpu0 := cputime.Process()
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -169,11 +173,12 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 	progress.Stop()
 	cpu := cputime.Process() - cpu0
 	pprof.StopCPUProfile()
+	traceErr := stopTrace()
 	cancel()
 	wg.Wait()
 	score.finish() // before the consumer and its scoring endpoint stop
 	stopped = true
-	if err := errors.Join(append(r.errs, stop(), ignoreCanceled(feedErr))...); err != nil {
+	if err := errors.Join(append(r.errs, stop(), ignoreCanceled(feedErr), traceErr)...); err != nil {
 		return err
 	}
 	if len(r.recLat) < n {

@@ -88,6 +88,7 @@ type options struct {
 	model               string // the -model text as given
 	visible             bool
 	stages              string // -decisions: CSV prefix of the stage timestamps
+	trace               string // -decisions: runtime/trace file of the paced run
 	memProfile          string
 	brokerMemory        bool // -decisions: the embedded broker's log in memory (before 2026-11-27's perf33)
 	brokerInProcess     bool // -decisions: the embedded broker in this process (before 2026-11-27's perf33)
@@ -117,6 +118,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.decisions, "decisions", false, "measure bandit decisions (defaults: -rate 2000, -latency-seconds 30, -model "+decisionsModel+")")
 	fs.IntVar(&o.users, "users", 10000, "-decisions: users (routing keys)")
 	fs.IntVar(&o.arms, "arms", 100, "-decisions: candidates per decision (their dimension is the model's)")
+	fs.StringVar(&o.trace, "trace", "", "-decisions: write a runtime/trace of the paced run to this file (go tool trace)")
 	fs.StringVar(&o.stages, "stages", "", "-decisions: write each decision's stage timestamps, the checkpoints' steps, the feeder's writes and scheduling stalls to PREFIX.{dec,ckpt,feed,stall}.csv")
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
 	fs.Float64Var(&o.scoreRate, "score-rate", 0, "-decisions: also send this many POST /v1/score requests/s (arms as a decision's, random users) and print their latency")

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -127,4 +128,22 @@ func (l *stageLog) write(prefix string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// startTrace starts a runtime/trace into path (none if path is empty); the
+// returned func stops it and closes the file. The scheduler's view of a
+// stall (which goroutines held the Ps, which waited runnable) is in it.
+func startTrace(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error { trace.Stop(); return f.Close() }, nil
 }
