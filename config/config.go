@@ -131,7 +131,7 @@ type Output struct {
 	Headers      []string      `yaml:"headers" doc:"input record headers copied onto its prediction (case-insensitive names; [] = none), e.g. W3C trace context"`
 	BatchTimeout time.Duration `yaml:"batch_timeout" doc:"the longest a prediction waits for its batch to fill (linger); 0: no wait, batches form while a request is in flight"`
 	Delivery     string        `yaml:"delivery" doc:"at_least_once (predictions visible at once; after a crash the records since the last checkpoint are predicted again, same ids) or exactly_once (predictions written in each checkpoint's transaction, visible to read_committed readers when it commits, once; they wait up to checkpoint.interval, at most 15s; needs the changelog)"`
-	Compression  string        `yaml:"compression" doc:"compression of the output and dead-letter batches (and of the changelog's with output.delivery exactly_once): none, gzip, snappy, lz4 or zstd"`
+	Compression  string        `yaml:"compression" doc:"compression of the output and dead-letter batches (and of the changelog's with output.delivery exactly_once): none, gzip, snappy, lz4 or zstd; a batch whose records take under 512 bytes is sent uncompressed, whatever the codec"`
 }
 
 // HTTP serves /metrics, /healthz and /readyz.
