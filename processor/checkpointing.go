@@ -475,6 +475,7 @@ func (w *worker) complete(res ckptResult) error {
 		}
 		w.cache.committed(res.snap.fresh)
 		w.p.c.checkpoints.Add(1)
+		w.countLearnersWritten(res.snap.cp.Learners)
 		w.onDiskGauge.Set(float64(w.cache.onDisk))
 		if off, ok := res.snap.offsets[w.cfg.InputTopic][w.part]; ok {
 			w.ckptGauge.Set(float64(off))
@@ -538,4 +539,20 @@ func (w *worker) finalCheckpoint(gen *kafka.Generation) error {
 		w.log.Warn().Err(res.err).Msg("final checkpoint skipped: the records since the last one will be replayed")
 	}
 	return w.complete(res)
+}
+
+// countLearnersWritten counts the learner states a committed checkpoint
+// wrote (deletes aside): their bytes over time are the state store's and the
+// changelog's write rate, which grows with the states (docs/bandits.md,
+// "State size and checkpoints").
+func (w *worker) countLearnersWritten(ops []checkpoint.Op) {
+	var n, bytes int64
+	for _, op := range ops {
+		if op.Value != nil {
+			n++
+			bytes += int64(len(op.Value))
+		}
+	}
+	w.p.c.ckptLearners.Add(n)
+	w.p.c.ckptLearnerBytes.Add(bytes)
 }

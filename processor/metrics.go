@@ -116,6 +116,8 @@ func newMetrics(reg prometheus.Registerer, c *counters, model string, minFreeByt
 	gauge("state_disk_free_bytes", "Free space of the checkpoint directory's file system at the last check (-1 unknown); below checkpoint.min_free_mib the partitions stop (not ready).", func() float64 { return float64(c.disk.free.Load()) })
 	gauge("state_disk_min_free_bytes", "checkpoint.min_free_mib in bytes: the free space below which the partitions stop.", func() float64 { return float64(minFreeBytes) })
 	counter("partition_restarts_total", "Partitions restarted from their last checkpoint (output.delivery exactly_once) after a transaction that did not commit; its outputs were aborted and are predicted again.", func() float64 { return float64(c.restarts.Load()) })
+	counter("checkpoint_learners_total", "Learner states written by committed checkpoints (each changed learner once per checkpoint).", func() float64 { return float64(c.ckptLearners.Load()) })
+	counter("checkpoint_learner_bytes_total", "Bytes of those states: their rate is what the state store (and the changelog) writes for the learners; divided by checkpoint_learners_total, a state's mean size.", func() float64 { return float64(c.ckptLearnerBytes.Load()) })
 	counter("checkpoints_abandoned_total", "Partition checkpoints abandoned (outputs unacknowledged, Kafka unavailable): their changes went into the next one.", func() float64 { return float64(c.ckptAbandoned.Load()) })
 	counter("checkpoint_wait_seconds_total", "Time partitions stopped reading to let a checkpoint in flight finish, once twice checkpoint.max_records evicted learners were held in memory behind it (the state store is slower than the stream).",
 		func() float64 { return float64(c.ckptWaitNanos.Load()) / 1e9 })

@@ -83,7 +83,8 @@ func TestMetrics(t *testing.T) {
 		"pending_expired_total", "checkpoint_duration_seconds", "partition_lag_records", "input_to_prediction_seconds",
 		"progressive_loss", "learners_in_memory", "learners_on_disk", "replayed_records_total", "numerical_rejections_total",
 		"unknown_labels_total", "decisions_total", "checkpoints_total", "kernel_weight", "partition_offset",
-		"partition_end_offset", "partition_checkpointed_offset", "failed_partitions", "state_disk_min_free_bytes"} {
+		"partition_end_offset", "partition_checkpointed_offset", "failed_partitions", "state_disk_min_free_bytes",
+		"checkpoint_learners_total", "checkpoint_learner_bytes_total"} {
 		if _, ok := value["kernelstream_"+want]; !ok {
 			t.Errorf("metric kernelstream_%s missing", want)
 		}
@@ -97,6 +98,16 @@ func TestMetrics(t *testing.T) {
 		if value[name] != want {
 			t.Errorf("%s = %v, want %v", name, value[name], want)
 		}
+	}
+	// Every key's learner reached Badger in its final state (learners on
+	// disk, above), so each was counted at least once, and its final
+	// state's bytes (a stored value holds the state and more).
+	finalBytes := 0
+	for _, st := range ref.states {
+		finalBytes += len(st)
+	}
+	if n, b := value["kernelstream_checkpoint_learners_total"], value["kernelstream_checkpoint_learner_bytes_total"]; n < float64(len(ref.states)) || b < float64(finalBytes) {
+		t.Errorf("checkpoint_learners_total %v, checkpoint_learner_bytes_total %v: want at least %d learners, %d bytes", n, b, len(ref.states), finalBytes)
 	}
 	if value["kernelstream_checkpoint_duration_seconds"] == 0 || value["kernelstream_updates_total"] == 0 || value["kernelstream_progressive_loss"] == 0 {
 		t.Errorf("counters did not move: %v", value)

@@ -125,6 +125,8 @@ type counters struct {
 	rewards       atomic.Int64
 	store         atomic.Pointer[checkpoint.Store] // open while Run runs (the size gauges read it)
 
+	ckptLearners     atomic.Int64 // learner states written by committed checkpoints
+	ckptLearnerBytes atomic.Int64 // their bytes
 	changelogRecords atomic.Int64 // records written to the changelog
 	changelogBytes   atomic.Int64 // their value bytes
 	changelogRead    atomic.Int64 // records read by restores
