@@ -260,7 +260,9 @@ func solveLower4(t *linalg.Tri, x, y []float64) {
 // so with the same bits; but a forward substitution is a chain of
 // dependent additions and divisions, which on its own leaves most of the
 // CPU's floating-point units idle, and two independent chains side by side
-// fill them (armValues2).
+// fill them (armValues2). Its inner loop is dot4 written out for the two
+// right-hand sides at once: a dot4 call per row and system would put the
+// two chains back one after the other.
 func solveLower4x2(t *linalg.Tri, x1, y1, x2, y2 []float64) {
 	n := t.N
 	x1, x2 = x1[:n], x2[:n]

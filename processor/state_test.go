@@ -69,7 +69,7 @@ func TestZombieIsFenced(t *testing.T) {
 	var frozen atomic.Bool
 	thaw := make(chan struct{})
 	cfgA := changelogConfig(t, addr, t.TempDir())
-	cfgA.SessionTimeout, cfgA.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	cfgA.SessionTimeout, cfgA.HeartbeatInterval = zombieSession, zombieSession/10
 	cfgA.CheckpointInterval, cfgA.CheckpointMaxRecords = time.Hour, 1<<30 // its state stays unwritten until the revoke
 	cfgA.loopHook = func(*worker) {
 		if frozen.Load() {
@@ -80,22 +80,11 @@ func TestZombieIsFenced(t *testing.T) {
 	waitDone(t, a, newConsumer(t, addr, tOut), ref)
 
 	// Freeze A: its workers stop, its heartbeats hang until the thaw.
-	info := c.GroupInfo("g")
-	if info == nil || len(info.Members) != 1 {
-		t.Fatalf("group: %+v", info)
-	}
-	memberA := info.Members[0].MemberID
-	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if frozen.Load() && req.(*kmsg.HeartbeatRequest).MemberID == memberA {
-			c.SleepControl(func() { <-thaw })
-		}
-		return nil, nil, false
-	})
+	holdHeartbeats(t, c, &frozen, thaw)
 	frozen.Store(true)
 
 	cfgB := changelogConfig(t, addr, t.TempDir())
-	cfgB.SessionTimeout, cfgB.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	cfgB.SessionTimeout, cfgB.HeartbeatInterval = zombieSession, zombieSession/10
 	b := start(t, cfgB)
 	waitUntil(t, 60*time.Second, "B processing every partition", func() bool {
 		st := b.p.Stats()
@@ -147,7 +136,7 @@ func TestZombieOutputsNeverVisible(t *testing.T) {
 	thaw := make(chan struct{})
 	cfgA := changelogConfig(t, addr, t.TempDir())
 	cfgA.OutputDelivery = "exactly_once"
-	cfgA.SessionTimeout, cfgA.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	cfgA.SessionTimeout, cfgA.HeartbeatInterval = zombieSession, zombieSession/10
 	cfgA.CheckpointInterval, cfgA.CheckpointMaxRecords = 10*time.Second, 1<<30 // its transactions stay open
 	cfgA.loopHook = func(w *worker) {
 		if armed.Load() && len(w.em.queued) > 0 && frozen.CompareAndSwap(false, true) {
@@ -161,25 +150,14 @@ func TestZombieOutputsNeverVisible(t *testing.T) {
 	// A's predictions of the first third, written but not committed.
 	waitDone(t, a, newConsumer(t, addr, tOut), replay(t, lmsSpec, recs[:third], DefaultTopK))
 
-	info := c.GroupInfo("g")
-	if info == nil || len(info.Members) != 1 {
-		t.Fatalf("group: %+v", info)
-	}
-	memberA := info.Members[0].MemberID
-	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if frozen.Load() && req.(*kmsg.HeartbeatRequest).MemberID == memberA {
-			c.SleepControl(func() { <-thaw })
-		}
-		return nil, nil, false
-	})
+	holdHeartbeats(t, c, &frozen, thaw)
 	armed.Store(true)
 	produce(t, addr, recs[third:2*third]) // A freezes with some of their outputs queued
 	waitUntil(t, 30*time.Second, "A frozen with outputs queued", frozen.Load)
 
 	cfgB := changelogConfig(t, addr, t.TempDir())
 	cfgB.OutputDelivery = "exactly_once"
-	cfgB.SessionTimeout, cfgB.HeartbeatInterval = 2*time.Second, 200*time.Millisecond
+	cfgB.SessionTimeout, cfgB.HeartbeatInterval = zombieSession, zombieSession/10
 	b := start(t, cfgB)
 	waitUntil(t, 60*time.Second, "B owning every partition", func() bool {
 		return b.p.Ready() && len(b.p.Stats().Partitions) == nParts
@@ -212,6 +190,29 @@ func TestZombieOutputsNeverVisible(t *testing.T) {
 		}
 	}
 	t.Logf("A froze with %d outputs queued in a worker's emitter", queuedAtFreeze.Load())
+}
+
+// zombieSession is the session timeout of the members of the zombie tests:
+// a member frozen this long is expired and its partitions move.
+const zombieSession = 2 * time.Second
+
+// holdHeartbeats makes the heartbeats of group "g"'s only member hang while
+// frozen is set, until thaw is closed, as a paused process's would: kfake
+// would otherwise keep the member, whose connection stays open.
+func holdHeartbeats(t *testing.T, c *kfake.Cluster, frozen *atomic.Bool, thaw <-chan struct{}) {
+	t.Helper()
+	info := c.GroupInfo("g")
+	if info == nil || len(info.Members) != 1 {
+		t.Fatalf("group: %+v", info)
+	}
+	member := info.Members[0].MemberID
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if frozen.Load() && req.(*kmsg.HeartbeatRequest).MemberID == member {
+			c.SleepControl(func() { <-thaw })
+		}
+		return nil, nil, false
+	})
 }
 
 // partitionsOf is how many input partitions hold the keys of recs.
