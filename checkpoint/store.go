@@ -778,6 +778,33 @@ func (s *Store) Load(part int, cp *Checkpoint) error {
 	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(partKey(nsMeta, part, nil), cp.Meta) })
 }
 
+// Apply writes cp for partition part in as many transactions as it needs,
+// not atomically: the partition's meta is deleted first and written last,
+// so that until Apply returns the partition has no meta, and a crash
+// meanwhile leaves it as a partition without local state (whose learners
+// and entries a restore replaces). For a writer whose every change is
+// durable elsewhere first (the processor's changelog), which a restore reads
+// instead: it spares the staged path's second write of a checkpoint larger
+// than a transaction. Values nil delete, as in Commit; cp.Meta nil leaves
+// the partition without a meta.
+func (s *Store) Apply(part int, cp *Checkpoint) error {
+	ops := cp.ops(part)
+	meta := ops[len(ops)-1]
+	err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(meta.Key) })
+	if err == nil {
+		err = s.batches(len(ops), func(i int) Op { return ops[i] }, func(i int) error {
+			if i < len(ops) {
+				return s.fail("apply-part")
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: apply partition %d: %w", part, err)
+	}
+	return nil
+}
+
 func sortOps(ops []Op) {
 	sort.Slice(ops, func(i, j int) bool { return bytes.Compare(ops[i].Key, ops[j].Key) < 0 })
 }

@@ -64,6 +64,20 @@ func openTemp(t *testing.T) *Store {
 	return s
 }
 
+// openVersion1 opens a store in dir whose transactions hold 2,000 bytes,
+// with version 1 of a 200-learner checkpoint committed (staged).
+func openVersion1(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: dir, MaxTxnBytes: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(0, bigCheckpoint(200, 100, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestCommitFastPath(t *testing.T) {
 	s := openTemp(t)
 	if _, ok, _ := s.Meta(3); ok {
@@ -97,13 +111,7 @@ func TestStagedCommitAtomic(t *testing.T) {
 	for _, tc := range stages {
 		t.Run("crash-after-"+tc.stage, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := Open(Options{Dir: dir, MaxTxnBytes: 2000})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Commit(0, bigCheckpoint(200, 100, 1)); err != nil {
-				t.Fatal(err)
-			}
+			s := openVersion1(t, dir)
 			// The reference stores (same checkpoints, no crash) to compare with.
 			ref := map[byte]string{}
 			for _, v := range []byte{1, 2} {
@@ -128,7 +136,7 @@ func TestStagedCommitAtomic(t *testing.T) {
 				}
 				return nil
 			}
-			err = s.Commit(0, bigCheckpoint(200, 100, 2))
+			err := s.Commit(0, bigCheckpoint(200, 100, 2))
 			if tc.stage != "" && (!crashed || !errors.Is(err, errCrash)) {
 				t.Fatalf("failpoint %q not reached: %v", tc.stage, err)
 			}
@@ -143,6 +151,55 @@ func TestStagedCommitAtomic(t *testing.T) {
 			}
 			noStaging(t, s, 0)
 		})
+	}
+}
+
+// TestApply writes a checkpoint larger than a transaction with Apply: the
+// store then shows what Commit would have, without the staged path; cut
+// short after its first transaction, the partition has no meta (a
+// partition without local state), whatever else it holds.
+func TestApply(t *testing.T) {
+	t.Parallel()
+	ref := openTemp(t)
+	if err := ref.Commit(0, bigCheckpoint(200, 100, 2)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(t, ref, 0)
+	for _, crash := range []bool{false, true} {
+		dir := t.TempDir()
+		s := openVersion1(t, dir)
+		staged := s.StagedCommits()
+		if crash {
+			s.opts.failpoint = func(stage string) error {
+				if stage == "apply-part" {
+					return errCrash
+				}
+				return nil
+			}
+		}
+		err := s.Apply(0, bigCheckpoint(200, 100, 2))
+		if crash != errors.Is(err, errCrash) {
+			t.Fatalf("crash %v: Apply = %v", crash, err)
+		}
+		if s.StagedCommits() != staged {
+			t.Fatal("Apply took the staged path")
+		}
+		s.Close()
+		if s, err = Open(Options{Dir: dir, MaxTxnBytes: 2000}); err != nil {
+			t.Fatal(err)
+		}
+		got := snapshot(t, s, 0)
+		_, hasMeta, _ := s.Meta(0)
+		switch {
+		case !crash && got != want:
+			t.Fatalf("Apply left\n%s\nCommit leaves\n%s", got, want)
+		case staged != 1:
+			t.Fatalf("%d staged commits before Apply, want 1 (MaxTxnBytes too large for the test)", staged)
+		case crash && hasMeta:
+			t.Fatal("Apply cut short left a meta")
+		}
+		noStaging(t, s, 0)
+		s.Close()
 	}
 }
 

@@ -83,6 +83,7 @@ type Checkpoint struct {
 	Interval    time.Duration `yaml:"interval" doc:"time between checkpoints of a partition (at most 15s with output.delivery exactly_once)"`
 	MaxRecords  int           `yaml:"max_records" doc:"records after which a partition checkpoints even before interval"`
 	MemTableMiB int           `yaml:"memtable_mib" doc:"the state store's memtable size in MiB (8 to 1024): larger flushes and compacts less often, for streams whose learners are mostly on disk (64 against 16, 500,000 keys with 50,000 in memory: 1.1-1.6x the records/s, 30-40 % less CPU per record; docs/scale.md); the state directory may exceed the live state by about 4 x this and memory by about 2 x this"`
+	StoreEvery  int           `yaml:"store_every" doc:"with a changelog, the checkpoints per write of the learners to checkpoint.dir: the others go to the changelog only and their changes wait in memory (at most 2 x memtable_mib a partition), so each learner reaches the local store once per store_every checkpoints however often it changes; a crash then restores the partition from the changelog, a revoke or shutdown writes it locally first (docs/pipeline.md, \"Checkpoints and recovery\"); 1 = every checkpoint; without a changelog always 1"`
 	MinFreeMiB  int           `yaml:"min_free_mib" doc:"free space (MiB) of the checkpoint directory's file system below which the partitions stop reading and checkpointing (not ready) until space is freed, so that the state store never faults on a full disk; 0 = 256 + 4 x memtable_mib, negative = no check"`
 }
 
@@ -195,6 +196,7 @@ func Default() Config {
 			Interval:    processor.DefaultCheckpointInterval,
 			MaxRecords:  processor.DefaultCheckpointMaxRecords,
 			MemTableMiB: processor.DefaultCheckpointMemTableMiB,
+			StoreEvery:  processor.DefaultCheckpointStoreEvery,
 		},
 		Changelog: Changelog{Enabled: true, MaxMessageBytes: processor.DefaultChangelogMaxMessageBytes, Compression: processor.DefaultChangelogCompression, MaxCompactionLag: processor.DefaultChangelogMaxCompactionLag},
 		Labels:    Labels{TTL: processor.DefaultLabelsTTL, MaxPending: processor.DefaultMaxPending, MergeWait: processor.DefaultMergeWait, MaxTsSkew: processor.DefaultMaxTsSkew},

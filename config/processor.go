@@ -63,6 +63,7 @@ func (c *Config) ProcessorConfig(logger zerolog.Logger, reg prometheus.Registere
 		CheckpointInterval:    c.Checkpoint.Interval,
 		CheckpointMaxRecords:  c.Checkpoint.MaxRecords,
 		CheckpointMemTableMiB: c.Checkpoint.MemTableMiB,
+		CheckpointStoreEvery:  c.Checkpoint.StoreEvery,
 		CheckpointMinFreeMiB:  c.Checkpoint.MinFreeMiB,
 		LabelsTTL:             c.Labels.TTL,
 		KeyTTL:                c.State.KeyTTL,

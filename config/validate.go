@@ -156,6 +156,9 @@ func (c *Config) Validate() error {
 	if m, lo := c.Checkpoint.MemTableMiB, checkpoint.MinMemTableBytes>>20; m < lo || m > processor.MaxCheckpointMemTableMiB {
 		bad("checkpoint.memtable_mib", "%d must be in [%d, %d]", m, lo, processor.MaxCheckpointMemTableMiB)
 	}
+	if c.Checkpoint.StoreEvery <= 0 {
+		bad("checkpoint.store_every", "%d must be > 0 (1 = the learners go to checkpoint.dir at every checkpoint)", c.Checkpoint.StoreEvery)
+	}
 	positiveDuration(bad, "labels.ttl", c.Labels.TTL)
 	if c.Labels.MaxPendingTotal < 0 {
 		bad("labels.max_pending_total", "%d must be >= 0 (0 = no process-wide bound)", c.Labels.MaxPendingTotal)

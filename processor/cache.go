@@ -43,6 +43,7 @@ type learnerCache struct {
 	fresh    map[string]bool   // evicted learners never stored in Badger
 	deleted  map[string]bool   // keys erased since the last snapshot: no older version may be read back
 	warm     warmBlobs         // learners restored from the changelog, not yet in Badger (warm.go)
+	unstored unstoredBlobs     // learners of checkpoints that went to the changelog only (backlog.go)
 	onDisk   int               // learners in Badger for this partition
 	max      int
 	global   *atomic.Int64 // learners in memory, all partitions
@@ -136,6 +137,11 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 	if !held {
 		blob, held = c.inflight[k]
 	}
+	clean := false
+	if !held {
+		blob, held = c.unstored.blobs[k]
+		clean = held // in the changelog already: only Badger waits for it
+	}
 	if !held {
 		var idle bool
 		if blob, held, idle = c.warm.take(k); idle {
@@ -160,7 +166,7 @@ func (c *learnerCache) get(key []byte) (*slot, error) {
 		// Its newest blob is held in memory, not yet (or not surely)
 		// in Badger: it is dirty until a checkpoint writes it again.
 		delete(c.evicted, k)
-		s.dirty = true
+		s.dirty = !clean
 		s.stored = !c.fresh[k]
 		delete(c.fresh, k)
 		c.look.held++
@@ -260,6 +266,9 @@ func (c *learnerCache) value(k string) ([]byte, error) {
 	if b, ok := c.inflight[k]; ok {
 		return b, nil
 	}
+	if b, ok := c.unstored.blobs[k]; ok {
+		return b, nil
+	}
 	if b, ok := c.warm.peek(k); ok {
 		return b, nil
 	}
@@ -349,6 +358,22 @@ func (c *learnerCache) committed(fresh int) {
 	c.setOnDisk(c.onDisk + fresh + c.warm.committed())
 }
 
+// committedToChangelog ends the checkpoint in flight that went to the
+// changelog only: its blobs wait in unstored for the checkpoint that writes
+// them into Badger (fresh counts the learners among them never stored).
+func (c *learnerCache) committedToChangelog(fresh int) {
+	c.unstored.add(c.inflight, fresh)
+	clear(c.inflight)
+	c.spare, c.inflight = c.inflight, nil
+}
+
+// unstoredWritten notes that a checkpoint wrote the unstored blobs into
+// Badger.
+func (c *learnerCache) unstoredWritten() {
+	c.setOnDisk(c.onDisk + c.unstored.fresh)
+	c.unstored.reset()
+}
+
 // warmChunk returns the next chunk of restored learners for Badger.
 func (c *learnerCache) warmChunk() []checkpoint.Op {
 	return c.warm.chunk(func(k []byte) { c.stored.add(c.hash(k)) })
@@ -421,4 +446,5 @@ func (c *learnerCache) release() {
 	c.stored.reset()
 	c.inflight = nil
 	c.warm = warmBlobs{}
+	c.unstored.reset()
 }

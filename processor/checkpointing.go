@@ -58,15 +58,17 @@ type checkpointState struct {
 	rollAt           time.Time    // when a marker is due to roll the changelog segment holding tombstones
 	ckptBytes        int          // the changes above which a checkpoint comes early (checkpointFull); 0 = never
 	diskIn           int          // loop rounds before the worker asks diskOK again (diskEveryRecords)
+	backlog          storeBacklog // the changes of the checkpoints that went to the changelog only (backlog.go)
+	storeNow         bool         // the next checkpoint goes to Badger too (the last before a revoke or shutdown)
 }
 
 // checkpointDue reports whether the partition has something for a
 // checkpoint to write once the interval has passed: records, the changes of
 // an abandoned checkpoint (retried on an idle partition too), restored
 // learners not yet in Badger, group offsets behind, a segment to roll, a
-// changelog to rebuild.
+// changelog to rebuild, a backlog for Badger.
 func (w *worker) checkpointDue() bool {
-	return w.sinceCkpt > 0 || w.carry != nil || len(w.cache.warm.idle) > 0 || w.groupBehind || w.rollDue() || w.rebuildChangelog
+	return w.sinceCkpt > 0 || w.carry != nil || len(w.cache.warm.idle) > 0 || w.groupBehind || w.rollDue() || w.rebuildChangelog || w.hasBacklog()
 }
 
 // rollDue reports whether the changelog segment holding the tombstones of
@@ -146,6 +148,9 @@ type snapshot struct {
 	nextLab    int64
 	tombstones int  // tombstones among its changelog records
 	rolls      bool // taken once the roll of a tombstones' segment was due (rollAt)
+
+	changelogOnly bool                   // Badger waits: its changes join the backlog (backlog.go)
+	store         *checkpoint.Checkpoint // what goes to Badger when it carries the backlog (Store.Apply); nil: cp (Store.Commit)
 }
 
 type ckptResult struct {
@@ -206,7 +211,14 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 		w.em.flush(w.hard) // the snapshot waits for the acknowledgement of every output so far
 	}
 	if w.sinceCkpt == 0 && len(w.pend.dirty) == 0 && w.carry == nil && !w.cache.warm.warming() && (w.idle == nil || len(w.idle.dirty) == 0) && !w.groupBehind && !w.rollDue() && !w.rebuildChangelog {
-		return nil, nil
+		return nil, w.flushBacklog() // nothing newer: an idle partition's backlog goes to Badger alone
+	}
+	if w.rebuildChangelog {
+		// The rebuild writes Badger's state to the changelog: Badger
+		// must hold every checkpoint first.
+		if err := w.flushBacklog(); err != nil {
+			return nil, err
+		}
 	}
 	if w.skip != nil && !w.skipDone() {
 		return nil, nil // a key's restored state is ahead of the offsets: no checkpoint yet
@@ -282,6 +294,11 @@ func (w *worker) takeSnapshot() (*snapshot, error) {
 		if kw, ok := w.lastUpdated.l.(kernelWeighter); ok {
 			snap.kernelW = append([]float64(nil), kw.KernelWeights()...)
 		}
+	}
+	if w.changelogOnly(snap) {
+		snap.changelogOnly = true
+	} else if w.hasBacklog() {
+		snap.store = w.withBacklog(&snap.cp)
 	}
 	w.sinceCkpt, w.dirtyBytes = 0, 0
 	w.lastCkpt = time.Now()
@@ -360,6 +377,9 @@ func (w *worker) commitSnapshot(ctx context.Context, gen offsetCommitter, snap *
 			// flagged so that a restart before the rebuild rebuilds too.
 			snap.recreated = true // complete says so
 			snap.cp.Meta = withMetaFlags(snap.cp.Meta, metaChangelogIncomplete)
+			if snap.store != nil {
+				snap.store.Meta = snap.cp.Meta
+			}
 		} else if err != nil {
 			return w.changelogFailed(snap, err)
 		}
@@ -368,10 +388,12 @@ func (w *worker) commitSnapshot(ctx context.Context, gen offsetCommitter, snap *
 		}
 		step("changelog")
 	}
-	if err := w.storeSnapshot(snap); err != nil {
-		return fmt.Errorf("%w: %w", errStoreFailed, err)
+	if !snap.changelogOnly {
+		if err := w.storeSnapshot(snap); err != nil {
+			return fmt.Errorf("%w: %w", errStoreFailed, err)
+		}
+		step("badger")
 	}
-	step("badger")
 	if err := gen.CommitOffsets(snap.offsets); err != nil {
 		w.log.Debug().Err(err).Msg("group commit failed (the Badger checkpoint stands)")
 	}
@@ -402,6 +424,9 @@ func (w *worker) storeSnapshot(snap *snapshot) error {
 		if err := w.store.Load(w.part, &checkpoint.Checkpoint{Learners: snap.warm}); err != nil {
 			return err
 		}
+	}
+	if snap.store != nil {
+		return w.store.Apply(w.part, snap.store)
 	}
 	return w.store.Commit(w.part, &snap.cp)
 }
@@ -473,7 +498,9 @@ func (w *worker) complete(res ckptResult) error {
 		if res.snap.tombstones > 0 && w.cfg.Changelog.MaxCompactionLag > 0 {
 			w.rollAt = time.Now().Add(w.cfg.Changelog.MaxCompactionLag / 2)
 		}
-		w.cache.committed(res.snap.fresh)
+		if err := w.storeSettled(res.snap); err != nil {
+			return err
+		}
 		w.p.c.checkpoints.Add(1)
 		w.countLearnersWritten(res.snap.cp.Learners)
 		w.onDiskGauge.Set(float64(w.cache.onDisk))
@@ -529,6 +556,8 @@ func (w *worker) finalCheckpoint(gen *kafka.Generation) error {
 		w.log.Warn().Msg("final checkpoint skipped: the checkpoint directory is nearly full; the records since the last one will be replayed")
 		return nil
 	}
+	w.storeNow = true // the next owner, or this member restarting, finds Badger as current as the changelog
+	defer func() { w.storeNow = false }()
 	snap, err := w.takeSnapshot()
 	if err != nil || snap == nil {
 		return err

@@ -22,6 +22,7 @@ const (
 	DefaultCheckpointInterval    = 5 * time.Second
 	DefaultCheckpointMaxRecords  = 10000
 	DefaultCheckpointMemTableMiB = checkpoint.DefaultMemTableBytes >> 20
+	DefaultCheckpointStoreEvery  = 6
 	DefaultLabelsTTL             = time.Hour
 	DefaultMaxPending            = 100000
 	DefaultMaxLearners           = 100000
@@ -119,6 +120,19 @@ type Config struct {
 	// learners are mostly on disk (docs/scale.md), at about 4 MiB of disk
 	// and 2 MiB of memory per MiB.
 	CheckpointMemTableMiB int
+	// CheckpointStoreEvery is, with a changelog, how many checkpoints make
+	// one write of the learners to Badger: the others go to the changelog
+	// only, and their changes wait in memory until the next that goes to
+	// Badger too (sooner when they pass 2 x CheckpointMemTableMiB, and at
+	// revoke and shutdown). A learner that changes at every checkpoint then
+	// reaches Badger once every CheckpointStoreEvery checkpoints instead of
+	// every time, and Badger's flushes and compactions, which take whole
+	// CPUs for milliseconds, come that much less often; the price is that a
+	// crash leaves Badger behind the changelog, which the restart then
+	// restores the partition from (docs/pipeline.md, "Checkpoints and
+	// recovery"). Default 6; 1 = every checkpoint; always 1 without a
+	// changelog.
+	CheckpointStoreEvery int
 	// CheckpointMinFreeMiB is the free space below which the checkpoint
 	// directory's file system counts as full: the partitions stop reading
 	// and checkpointing (the processor is not ready) until space is freed,
@@ -299,6 +313,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.CheckpointMemTableMiB == 0 {
 		cfg.CheckpointMemTableMiB = DefaultCheckpointMemTableMiB
 	}
+	if cfg.CheckpointStoreEvery == 0 {
+		cfg.CheckpointStoreEvery = DefaultCheckpointStoreEvery
+	}
 	if cfg.LabelsTTL == 0 {
 		cfg.LabelsTTL = DefaultLabelsTTL
 	}
@@ -435,7 +452,7 @@ func (cfg Config) Validate() error {
 	ints := []struct {
 		name string
 		v    int
-	}{{"CheckpointMaxRecords", c.CheckpointMaxRecords}, {"MaxPending", c.MaxPending}, {"MaxLearners", c.MaxLearners},
+	}{{"CheckpointMaxRecords", c.CheckpointMaxRecords}, {"CheckpointStoreEvery", c.CheckpointStoreEvery}, {"MaxPending", c.MaxPending}, {"MaxLearners", c.MaxLearners},
 		{"TopK", c.TopK}, {"MaxValueBytes", c.MaxValueBytes}, {"MaxKeyBytes", c.MaxKeyBytes}, {"MaxIDBytes", c.MaxIDBytes}}
 	for _, p := range ints {
 		if p.v < 0 {

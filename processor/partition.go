@@ -126,6 +126,18 @@ func (w *worker) run(ctx context.Context, gen *kafka.Generation, groupIn, groupL
 		return fmt.Errorf("%w: restore partition %d: %w", errStoreFailed, w.part, err)
 	}
 	defer func() {
+		// However the partition stops (revoked, shutting down, a final
+		// checkpoint that failed, an exactly-once checkpoint that did not
+		// commit), Badger takes the checkpoints that went to the changelog
+		// only (backlog.go): the partition's next run, here or after a
+		// restart, starts from them without reading the changelog, and a
+		// changelog recreated meanwhile cannot take the backlog with it.
+		// Not after a store failure, nor under a checkpoint still writing.
+		if !w.cfg.crashOnStop && !w.ckptBusy && !errors.Is(err, errStoreFailed) {
+			if ferr := w.flushBacklog(); ferr != nil && err == nil {
+				err = ferr
+			}
+		}
 		w.publish()
 		w.p.c.pending.Add(-int64(w.pend.len()))
 		w.cache.release()

@@ -183,10 +183,7 @@ func countInput(recs []testRecord) int {
 // emitted again (at least once).
 func TestCrashRestart(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 0, "")
-	addr := c.ListenAddrs()[0]
-	recs := stream(8, 90, 3, 17)
-	ref := replay(t, lmsSpec, recs, DefaultTopK)
+	addr, recs, ref := crashScenario(t)
 	dir := t.TempDir()
 	cfg := testConfig(t, addr, dir, lmsSpec, nil)
 	cfg.CheckpointMaxRecords = 40
@@ -209,6 +206,14 @@ func TestCrashRestart(t *testing.T) {
 	checkPredictions(t, ref, out.got)
 	checkStates(t, ref, dir)
 	t.Logf("%d outputs for %d ids (%d during the crashed runs)", len(out.got), len(ref.yhat), crashed)
+}
+
+// crashScenario is the stream of the crash tests on a broker of its own,
+// and its direct replay.
+func crashScenario(t *testing.T) (addr string, recs []testRecord, ref reference) {
+	c := startCluster(t, 0, "")
+	recs = stream(8, 90, 3, 17)
+	return c.ListenAddrs()[0], recs, replay(t, lmsSpec, recs, DefaultTopK)
 }
 
 // TestOversizedDeadLetterRefused: when the dead-letter topic would refuse

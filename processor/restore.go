@@ -25,6 +25,7 @@ func (w *worker) restore(groupIn, groupLab int64) error {
 	if err != nil {
 		return err
 	}
+	w.backlog.inBadger = ok
 	if w.restoredMeta != nil { // restored from the changelog: Badger has no meta until its learners are in
 		meta, ok = w.restoredMeta, true
 		w.restoredMeta = nil

@@ -46,6 +46,10 @@ type Stats struct {
 	LearnersOnDisk int64
 	// Checkpoints completed (all partitions).
 	Checkpoints int64
+	// StoreWrites counts the checkpoints that wrote Badger and the writes of
+	// a backlog alone; the other checkpoints went to the changelog only
+	// (CheckpointStoreEvery).
+	StoreWrites int64
 	// CheckpointsAbandoned counts checkpoints that could not be written
 	// for now (outputs unacknowledged, Kafka unavailable): their changes
 	// went into the next one.
@@ -125,6 +129,7 @@ type counters struct {
 	rewards       atomic.Int64
 	store         atomic.Pointer[checkpoint.Store] // open while Run runs (the size gauges read it)
 
+	storeWrites      atomic.Int64 // checkpoints and backlogs written to Badger
 	ckptLearners     atomic.Int64 // learner states written by committed checkpoints
 	ckptLearnerBytes atomic.Int64 // their bytes
 	changelogRecords atomic.Int64 // records written to the changelog
@@ -198,6 +203,7 @@ func (c *counters) snapshot() Stats {
 	s.LearnersOnDisk = c.onDisk.Load()
 	s.Checkpoints = c.checkpoints.Load()
 	s.CheckpointsAbandoned = c.ckptAbandoned.Load()
+	s.StoreWrites = c.storeWrites.Load()
 	s.Lag = c.lag.Load()
 	s.LossCount = c.lossCount.Load()
 	s.LossSum = math.Float64frombits(c.lossBits.Load())

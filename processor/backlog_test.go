@@ -1,0 +1,55 @@
+package processor
+
+import (
+	"testing"
+	"time"
+)
+
+// TestCrashRestartChangelogOnlyCheckpoints: with a changelog, up to two of
+// every three checkpoints go to the changelog only (CheckpointStoreEvery 3;
+// a partition's first after a restore goes to Badger), and
+// two learners in memory for eight keys make most of them read back from
+// the blobs waiting for Badger. A member is killed four times mid-stream
+// (no final checkpoint: Badger is left behind the changelog) and restarted
+// on the same directory, each restart restoring from the changelog; then a
+// clean run finishes the stream. The states in Badger after its revoke's
+// final checkpoint, and those a member with an empty disk restores from the
+// changelog, equal the direct replay's, and every id has a prediction.
+func TestCrashRestartChangelogOnlyCheckpoints(t *testing.T) {
+	t.Parallel()
+	addr, recs, ref := crashScenario(t)
+	dir := t.TempDir()
+	cfg := changelogConfig(t, addr, dir)
+	// Checkpoints by count only, every 4 records of a partition: none
+	// comes by time to write an idle partition's backlog before the kill.
+	cfg.CheckpointStoreEvery, cfg.CheckpointMaxRecords, cfg.CheckpointInterval, cfg.MaxLearners = 3, 4, time.Hour, 2
+	out := newConsumer(t, addr, tOut)
+	part := len(recs) / 20 // four runs of four parts, then the rest
+	var ckpts, storeWrites, restores int64
+	for i := 0; i < 4; i++ {
+		crash := cfg
+		crash.crashOnStop = true
+		r := start(t, crash)
+		// The run's records in four parts, each checkpointed before the
+		// next is written: a checkpoint takes whatever was processed.
+		for j := 0; j < 4; j++ {
+			from := (4*i + j) * part
+			produce(t, addr, recs[from:from+part])
+			waitUntil(t, 60*time.Second, "a checkpoint of the part", func() bool { return r.p.Stats().Checkpoints >= int64(2*j+2) })
+		}
+		r.stop(t)
+		st := r.p.Stats()
+		ckpts, storeWrites, restores = ckpts+st.Checkpoints, storeWrites+st.StoreWrites, restores+r.p.c.restores.Load()
+	}
+	if storeWrites >= ckpts || restores == 0 {
+		t.Fatalf("killed runs: %d checkpoints, %d of them written to Badger, %d restores from the changelog: want some to the changelog only, and a restore", ckpts, storeWrites, restores)
+	}
+	produce(t, addr, recs[16*part:])
+	r := start(t, cfg)
+	waitDone(t, r, out, ref)
+	r.stop(t)
+	checkPredictions(t, ref, out.got)
+	checkStates(t, ref, dir)
+	checkStates(t, ref, restoreFresh(t, addr, int64(partitionsOf(recs))))
+	t.Logf("killed runs: %d checkpoints, %d Badger writes, %d restores", ckpts, storeWrites, restores)
+}
