@@ -107,8 +107,19 @@ func (w *worker) hasBacklog() bool { return w.backlog.checkpoints > 0 }
 func (w *worker) changelogOnly(snap *snapshot) bool {
 	return w.cfg.CheckpointStoreEvery > 1 && w.cfg.Changelog.Topic != "" && !w.storeNow && w.backlog.inBadger &&
 		!snap.rebuild && snap.warm == nil && snap.cp.Meta != nil &&
-		w.backlog.checkpoints+1 < w.cfg.CheckpointStoreEvery &&
+		!w.storeTurn() &&
 		w.backlog.bytes+w.cache.unstored.bytes < w.storeBacklogBytes()
+}
+
+// storeTurn reports whether the next checkpoint is the one in
+// CheckpointStoreEvery that goes to Badger: by its sequence number, at a
+// phase of its own for each partition (spread, as checkpointPhase), so
+// that a member's partitions write Badger at different checkpoints of the
+// cycle rather than within one interval.
+func (w *worker) storeTurn() bool {
+	every := uint64(w.cfg.CheckpointStoreEvery)
+	phase := uint64(spread(w.part) * float64(every))
+	return (w.ckptSeq+phase)%every == 0 || w.backlog.checkpoints+1 >= int(every)
 }
 
 // withBacklog returns cp with the backlog under it (cp's operations win),

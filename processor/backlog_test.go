@@ -53,3 +53,34 @@ func TestCrashRestartChangelogOnlyCheckpoints(t *testing.T) {
 	checkStates(t, ref, restoreFresh(t, addr, int64(partitionsOf(recs))))
 	t.Logf("killed runs: %d checkpoints, %d Badger writes, %d restores", ckpts, storeWrites, restores)
 }
+
+// TestStoreTurnsSpread: with CheckpointStoreEvery 6, each of a member's
+// first four partitions writes Badger at a checkpoint of the cycle of its
+// own (by sequence number), so that their writes do not come within one
+// interval; a backlog of five checkpoints goes to Badger at the next
+// whatever the phase.
+func TestStoreTurnsSpread(t *testing.T) {
+	turns := map[uint64]int{} // sequence number within the cycle -> partition
+	for part := 0; part < 4; part++ {
+		w := &worker{part: part, cfg: &Config{CheckpointStoreEvery: 6}}
+		n := 0
+		for seq := uint64(1); seq <= 6; seq++ {
+			if w.ckptSeq = seq; w.storeTurn() {
+				if other, ok := turns[seq]; ok {
+					t.Errorf("partitions %d and %d both write Badger at checkpoint %d of the cycle", other, part, seq)
+				}
+				turns[seq] = part
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("partition %d: %d Badger turns in a cycle of 6, want 1", part, n)
+		}
+		w.backlog.checkpoints = 5 // five checkpoints wait: the next goes to Badger, its turn or not
+		for seq := uint64(1); seq <= 6; seq++ {
+			if w.ckptSeq = seq; !w.storeTurn() {
+				t.Errorf("partition %d: a backlog of 5 checkpoints does not go to Badger at checkpoint %d", part, seq)
+			}
+		}
+	}
+}

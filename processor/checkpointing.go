@@ -90,9 +90,14 @@ func (w *worker) rollDue() bool {
 // than 10 ms in make bench-decisions (docs/scale.md, "Decision latency").
 // The interval of each partition is unchanged.
 func checkpointPhase(part int, interval time.Duration) time.Duration {
+	return time.Duration(spread(part) * float64(interval))
+}
+
+// spread is frac(part x 0.618...): partitions' phases in [0, 1).
+func spread(part int) float64 {
 	const phi = 0.6180339887498949
 	f := float64(part) * phi
-	return time.Duration((f - math.Floor(f)) * float64(interval))
+	return f - math.Floor(f)
 }
 
 // markDirty marks s changed since the last snapshot and counts its bytes
