@@ -17,7 +17,7 @@ import (
 // learner that changes at every checkpoint thus reaches Badger once per
 // CheckpointStoreEvery checkpoints: in make bench-decisions, where every
 // user decides about once an interval, Badger's writes, flushes and
-// compactions, about 13 % of the member's CPU and the stalls behind most of
+// compactions, about 12 % of the member's CPU and the stalls behind most of
 // its slow decisions, come that much less often (docs/scale.md, "Sixth
 // session").
 //

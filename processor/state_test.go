@@ -180,6 +180,14 @@ func TestZombieOutputsNeverVisible(t *testing.T) {
 
 	outs := committed.waitFor(30*time.Second, "the committed predictions", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
 	checkPredictions(t, ref, outs)
+	checkCommittedOnce(t, outs)
+	t.Logf("A froze with %d outputs queued in a worker's emitter", queuedAtFreeze.Load())
+}
+
+// checkCommittedOnce fails for every (key, id) that outs, as a
+// read_committed reader received them, holds other than once.
+func checkCommittedOnce(t *testing.T, outs []outRecord) {
+	t.Helper()
 	seen := map[string]int{}
 	for _, o := range outs {
 		seen[o.Key+"/"+string(o.ID)]++
@@ -189,7 +197,6 @@ func TestZombieOutputsNeverVisible(t *testing.T) {
 			t.Errorf("%s committed %d times", id, n)
 		}
 	}
-	t.Logf("A froze with %d outputs queued in a worker's emitter", queuedAtFreeze.Load())
 }
 
 // zombieSession is the session timeout of the members of the zombie tests:
@@ -290,15 +297,7 @@ func TestChangelogRecreatedUnderARunningMember(t *testing.T) {
 			r.stop(t)
 			checkStates(t, ref, restoreFresh(t, addr, partitionsOf(all)))
 			if delivery == "exactly_once" {
-				seen := map[string]int{}
-				for _, o := range out.waitFor(10*time.Second, "the final commits", func([]outRecord) bool { return true }) {
-					seen[o.Key+"/"+string(o.ID)]++
-				}
-				for id, n := range seen {
-					if n != 1 {
-						t.Errorf("%s committed %d times", id, n)
-					}
-				}
+				checkCommittedOnce(t, out.waitFor(10*time.Second, "the final commits", func([]outRecord) bool { return true }))
 			}
 		})
 	}
@@ -589,15 +588,7 @@ func TestExactlyOnceOutputs(t *testing.T) {
 	b.stop(t)
 	outs = committed.waitFor(10*time.Second, "the final commits", func([]outRecord) bool { return true })
 	checkPredictions(t, ref, outs)
-	seen := map[string]int{}
-	for _, o := range outs {
-		seen[o.Key+"/"+string(o.ID)]++
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("%s committed %d times", id, n)
-		}
-	}
+	checkCommittedOnce(t, outs)
 	all := everything.waitFor(10*time.Second, "every record written", func(rs []outRecord) bool { return len(rs) > len(outs) })
 	t.Logf("%d predictions written, %d committed (the rest aborted with the killed member's transaction)", len(all), len(outs))
 }
@@ -668,15 +659,7 @@ func TestTransactionPastItsTimeout(t *testing.T) {
 	defer r.stop(t)
 	outs := committed.waitFor(60*time.Second, "every prediction committed", func(rs []outRecord) bool { return len(distinctIDs(rs)) >= len(ref.yhat) })
 	checkPredictions(t, ref, outs)
-	seen := map[string]int{}
-	for _, o := range outs {
-		seen[o.Key+"/"+string(o.ID)]++
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("%s committed %d times", id, n)
-		}
-	}
+	checkCommittedOnce(t, outs)
 }
 
 // TestInputPartitionsAddedWhileRunning: two members run when a partition is
