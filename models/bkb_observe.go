@@ -254,7 +254,7 @@ func (b *BKB) rebuildLRU() {
 	slices.SortFunc(order, func(i, j int) int {
 		return cmp.Or(cmp.Compare(b.last[i], b.last[j]), cmp.Compare(i, j))
 	})
-	b.lruPrev, b.lruNext = make([]int, u), make([]int, u)
+	b.lruPrev, b.lruNext = growInts(b.lruPrev, u), growInts(b.lruNext, u) // every entry is pushed below
 	b.lruHead, b.lruTail = -1, -1
 	for _, i := range order {
 		b.lruPush(i)

@@ -55,63 +55,93 @@ func (b *BKB) AppendBinary(dst []byte) ([]byte, error) {
 
 // UnmarshalBinary restores a state written by MarshalBinary for the same
 // spec. A blob that is inconsistent (shapes, counts, S, non-finite or
-// non-positive pivots) is refused with ErrState and b is unchanged.
+// non-positive pivots) is refused with ErrState and b is unchanged: the
+// state is decoded into a copy of b whose buffers are all its own.
 func (b *BKB) UnmarshalBinary(blob []byte) error {
+	nb := *b
+	nb.dropBuffers()
+	if err := nb.restore(blob); err != nil {
+		return err
+	}
+	*b = nb
+	return nil
+}
+
+// Reload is UnmarshalBinary into b's own buffers (Reloader): the state
+// holds everything newBKB derives from the key (the PRNG), and every
+// buffer restore writes into is overwritten or cut to what it reads. A
+// refused blob leaves b unusable.
+func (b *BKB) Reload(blob []byte) error { return b.restore(blob) }
+
+// dropBuffers forgets every slice and map b shares with the learner it was
+// copied from, so that restore allocates its own.
+func (b *BKB) dropBuffers() {
+	b.pts, b.cnt, b.ysum, b.umin, b.last, b.dict = nil, nil, nil, nil, nil, nil
+	b.ls, b.lv, b.r, b.qs = linalg.Tri{}, linalg.Tri{}, nil, nil
+	b.arms, b.aq, b.amu = nil, nil, nil
+	b.index = slotIndex{}
+	b.lruPrev, b.lruNext, b.mark, b.leave = nil, nil, nil, nil
+	b.kb, b.zb, b.ub, b.vb, b.xb, b.rot, b.work, b.w, b.za, b.ares, b.prob = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+}
+
+// restore decodes blob into b, reusing b's buffers (none, after
+// dropBuffers). Every field a step reads is set from the blob or derived
+// from it; scratch keeps only its capacity.
+func (b *BKB) restore(blob []byte) error {
 	r, _, err := NewStateReader(blob, "bkb", bkbStateVersion)
 	if err != nil {
 		return err
 	}
-	nb := *b
 	dim := r.Int()
 	r.Check(dim == b.dim, "dimension differs from the spec")
-	nb.t = r.Int()
-	nb.pts = r.Floats(nil)
-	nb.cnt = r.Ints(nil)
-	nb.ysum = r.Floats(nil)
-	nb.umin = r.Floats(nil)
-	nb.last = r.Ints(nil)
-	nb.dict = r.Ints(nil)
-	nb.ls = linalg.Tri{Data: r.Floats(nil)}
-	nb.lv = linalg.Tri{Data: r.Floats(nil)}
-	nb.r = r.Floats(nil)
-	nb.qs = r.Floats(nil)
-	nb.trVinv = r.Float()
-	nb.sumK = r.Float()
-	nb.kappa2 = r.Float()
-	nb.rho = r.Float()
-	nb.lastArms = r.Uint()
-	nb.armOK = r.Bool()
-	nb.arms, nb.aq, nb.amu, nb.nArms = nil, nil, nil, 0
-	if nb.armOK {
-		nb.arms = r.Floats(nil)
-		nb.aq = r.Floats(nil)
-		nb.amu = r.Floats(nil)
-		nb.nArms = len(nb.aq)
+	b.t = r.Int()
+	b.pts = r.Floats(b.pts[:0])
+	b.cnt = r.Ints(b.cnt[:0])
+	b.ysum = r.Floats(b.ysum[:0])
+	b.umin = r.Floats(b.umin[:0])
+	b.last = r.Ints(b.last[:0])
+	b.dict = r.Ints(b.dict[:0])
+	b.ls = linalg.Tri{Data: r.Floats(b.ls.Data[:0])}
+	b.lv = linalg.Tri{Data: r.Floats(b.lv.Data[:0])}
+	b.r = r.Floats(b.r[:0])
+	b.qs = r.Floats(b.qs[:0])
+	b.trVinv = r.Float()
+	b.sumK = r.Float()
+	b.kappa2 = r.Float()
+	b.rho = r.Float()
+	b.lastArms = r.Uint()
+	b.armOK = r.Bool()
+	b.nArms = 0
+	if b.armOK {
+		b.arms = r.Floats(b.arms[:0])
+		b.aq = r.Floats(b.aq[:0])
+		b.amu = r.Floats(b.amu[:0])
+		b.nArms = len(b.aq)
 	}
-	r.Rand(&nb.rng)
+	r.Rand(&b.rng)
 	if err := r.Err(); err != nil {
 		return err
 	}
-	if err := nb.checkShapes(); err != nil {
+	if err := b.checkShapes(); err != nil {
 		return fmt.Errorf("%w: bkb: %v", ErrState, err)
 	}
-	nb.index = slotIndex{}
-	nb.index.reset()
-	for i := range nb.cnt {
-		if nb.slotOf(nb.point(i)) >= 0 {
+	if b.index.m == nil {
+		b.index.reset()
+	} else {
+		clear(b.index.m)
+	}
+	for i := range b.cnt {
+		if b.slotOf(b.point(i)) >= 0 {
 			return fmt.Errorf("%w: bkb: stored arm %d is stored twice", ErrState, i)
 		}
-		nb.index.insert(nb.point(i), i)
+		b.index.insert(b.point(i), i)
 	}
-	nb.rebuildLRU()
-	nb.mark = nil
-	nb.kb, nb.zb, nb.ub, nb.vb, nb.xb, nb.rot, nb.work, nb.w, nb.za, nb.ares, nb.prob = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
-	nb.ksu, nb.ksuStride, nb.ksuOK = nil, 0, false // built by the first Observe (kernelCache)
-	nb.solveW()
-	if nb.armOK {
-		nb.embedArms()
+	b.rebuildLRU()
+	b.ksu, b.ksuStride, b.ksuOK = nil, 0, false // built by the first Observe (kernelCache)
+	b.solveW()
+	if b.armOK {
+		b.embedArms()
 	}
-	*b = nb
 	return nil
 }
 

@@ -48,6 +48,23 @@ type Learner interface {
 	encoding.BinaryUnmarshaler
 }
 
+// Reloader is the optional capability of learners that take any key's
+// state of their spec in place: everything New(key) derives from the key
+// (the PRNG's seed) is in the state, so a learner built for one key and
+// reloaded with another key's blob is that key's learner, bit for bit.
+// Reload is UnmarshalBinary into the buffers the learner already holds,
+// without UnmarshalBinary's promise that a refused blob leaves the learner
+// as it was: a learner whose Reload failed must be dropped. A caller that
+// decodes many keys' states only to read them (scoring on request,
+// docs/bandits.md) keeps a few Reloaders instead of building and
+// discarding a learner per state. Implemented by bkb; not by learners whose
+// key-derived parts are rebuilt at New rather than stored (fogd's
+// frequencies, for one).
+type Reloader interface {
+	Learner
+	Reload(blob []byte) error
+}
+
 // Decision is a bandit learner's choice among candidate arms.
 type Decision struct {
 	Arm  int     // index into the arms slice

@@ -12,3 +12,12 @@ func growFloats(s []float64, n int) []float64 {
 	copy(out, s)
 	return out
 }
+
+// growInts is growFloats for ints, without keeping the contents: its callers
+// overwrite every element.
+func growInts(s []int, n int) []int {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]int, n, max(n, 2*cap(s)))
+}

@@ -66,8 +66,11 @@ type Processor struct {
 	// the input partitions in this generation, the partition numbers.
 	scoreMu sync.Mutex
 	scorers map[int]*scorer
-	owners  atomic.Pointer[map[int]owner]
-	partIDs atomic.Pointer[[]int]
+	// scoreCopies holds learners that answered scoring requests, for the
+	// next requests to reload (models.Reloader; score.go).
+	scoreCopies sync.Pool
+	owners      atomic.Pointer[map[int]owner]
+	partIDs     atomic.Pointer[[]int]
 }
 
 // New validates cfg, applies the defaults and registers the metrics. It does

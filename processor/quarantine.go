@@ -30,13 +30,17 @@ func (e *corruptError) Unwrap() error { return e.err }
 
 // unmarshalSafely decodes a learner blob; a decoder that panics on bad bytes
 // is a corrupt blob like any other.
-func unmarshalSafely(l models.Learner, b []byte) (err error) {
+func unmarshalSafely(l models.Learner, b []byte) error { return decodeSafely(l.UnmarshalBinary, b) }
+
+// decodeSafely runs a learner's decoder (UnmarshalBinary or Reload) on b,
+// turning a panic into an error.
+func decodeSafely(decode func([]byte) error, b []byte) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("decoder panicked: %v", r)
 		}
 	}()
-	return l.UnmarshalBinary(b)
+	return decode(b)
 }
 
 // quarantineLearner records that key's stored learner is corrupt: the key is

@@ -258,20 +258,18 @@ func (p *Processor) scoreState(q *wire.Query, part int, rep scoreReply, dst []by
 	refused := func(format string, a ...any) error {
 		return &ScoreError{Outcome: ScoreRefused, Partition: part, Msg: fmt.Sprintf(format, a...)}
 	}
-	l, err := p.factory.New(string(q.Key))
-	if err != nil {
-		return nil, failed("new learner: %v", err)
-	}
 	var updates uint64
+	var blob []byte
 	if rep.blob != nil {
 		n, w := binary.Uvarint(rep.blob)
 		if w <= 0 {
 			return nil, failed("the key's stored state is corrupt: n_updates")
 		}
-		if err := unmarshalSafely(l, rep.blob[w:]); err != nil {
-			return nil, failed("the key's stored state is corrupt: %v", err)
-		}
-		updates = n
+		updates, blob = n, rep.blob[w:]
+	}
+	l, keep, err := p.scoreCopy(q.Key, blob)
+	if err != nil {
+		return nil, failed("%v", err)
 	}
 	id := q.ID
 	if id == nil {
@@ -318,7 +316,39 @@ func (p *Processor) scoreState(q *wire.Query, part int, rep scoreReply, dst []by
 	if p.cfg.LabelsTopic != "" {
 		lab = rep.labOffset
 	}
+	if keep {
+		p.scoreCopies.Put(l) // only after an answer: a panic contained above may have left it half-changed
+	}
 	return wire.AppendScore(dst, &out, rep.blob == nil, lab), nil
+}
+
+// scoreCopy returns a learner holding blob's state (a fresh learner of key
+// when blob is nil), and whether the next request may reload it. A learner
+// that takes any key's state in place (models.Reloader: bkb) is reloaded
+// from scoreCopies rather than built and decoded into: 68 against 130 µs
+// and 9 against 245 KB of garbage at 500 stored arms and m = 128
+// (BenchmarkReload, BenchmarkBKBRestore). A fresh learner is always built
+// for its key, whose seed it takes.
+func (p *Processor) scoreCopy(key, blob []byte) (models.Learner, bool, error) {
+	if blob != nil {
+		if rl, _ := p.scoreCopies.Get().(models.Reloader); rl != nil {
+			if err := decodeSafely(rl.Reload, blob); err != nil {
+				return nil, false, fmt.Errorf("the key's stored state is corrupt: %w", err) // rl is dropped
+			}
+			return rl, true, nil
+		}
+	}
+	l, err := p.factory.New(string(key))
+	if err != nil {
+		return nil, false, fmt.Errorf("new learner: %w", err)
+	}
+	if blob != nil {
+		if err := unmarshalSafely(l, blob); err != nil {
+			return nil, false, fmt.Errorf("the key's stored state is corrupt: %w", err)
+		}
+	}
+	_, keep := l.(models.Reloader)
+	return l, keep, nil
 }
 
 // rankArms predicts every arm in order (as the worker's decide does: the

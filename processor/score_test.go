@@ -114,7 +114,8 @@ func armsRecord(dim, n int) string {
 // output's fields. Scoring leaves the state's bytes as they were (a
 // sampling learner's PRNG included: the record after the queries gets the
 // answer the queries got), and a key with no state gets a fresh learner's
-// answer, marked fresh.
+// answer, marked fresh. Keys are queried in turn, so that a reloaded copy
+// that kept anything of the key it answered before would show.
 func TestScoreEqualsNextOutput(t *testing.T) {
 	gauss := models.KernelSpec{Type: "gaussian", Sigma: 1}
 	for _, tc := range []struct {
@@ -145,7 +146,9 @@ func TestScoreEqualsNextOutput(t *testing.T) {
 			if n := len(ts.emitted(tDLQ)); n > 0 {
 				t.Fatalf("%d dead letters: %s", n, ts.emitted(tDLQ)[0].headers)
 			}
-			for _, key := range []string{"k1", "new-key"} {
+			// Key after key: a learner that answered one key's query is
+			// reloaded with the next key's state (models.Reloader).
+			for _, key := range []string{"k1", "k0", "k2", "new-key"} {
 				before := ts.state(key)
 				query := fmt.Sprintf(`{"id":"q-%s","key":%q,%s}`, key, key, tc.query)
 				first, err := ts.score(query)
