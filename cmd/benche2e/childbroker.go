@@ -1,13 +1,17 @@
 package main
 
-// -decisions' broker runs in a process of its own, as a Kafka broker does
-// next to a production consumer. In the consumer's process, the embedded
-// broker's garbage (it allocates a buffer for every batch it serves or
-// appends: about 90 MB/s of the 190 MB/s the whole process allocated at
+// The benchmark's broker runs in a process of its own, as a Kafka broker
+// does next to a production consumer. In the consumer's process, the
+// embedded broker's garbage (it allocates a buffer for every batch it serves
+// or appends: about 90 MB/s of the 190 MB/s the whole process allocated at
 // 2,000 decisions/s) set the pace of the consumer's garbage collections,
 // and its request loop ran among the consumer's goroutines on the same two
 // Ps; neither is the engine's, so neither belongs in its latency
-// (docs/scale.md, "Decision latency"). -broker-inprocess keeps the old way.
+// (docs/scale.md, "Decision latency"). The throughput drains followed on
+// 2026-11-27 evening: a broker sharing the pipeline's scheduler answers a
+// client that waits on each request (the kafka-go relay) sooner than any
+// broker across a socket does (docs/scale.md, "Seventh session").
+// -broker-inprocess keeps the old way.
 
 import (
 	"bufio"
@@ -21,7 +25,7 @@ import (
 	"github.com/kernelstream/kernelstream/internal/broker"
 )
 
-// childBroker is the broker process of a -decisions run.
+// childBroker is the broker process of a run.
 type childBroker struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -29,9 +33,14 @@ type childBroker struct {
 }
 
 // serveBrokerEnv, set to a directory in this program's environment, makes it
-// the broker process of a -decisions run, its log in that directory (main
-// and, for the tests, TestMain look for it first).
+// the broker process of a run, its log in that directory, or in memory when
+// it is memoryLog (main and, for the tests, TestMain look for it first).
 const serveBrokerEnv = "BENCHE2E_SERVE_BROKER"
+
+// memoryLog as the broker process's directory keeps its log in memory, as
+// the throughput runs' broker always did: their topics are deleted after
+// each drain.
+const memoryLog = ":memory:"
 
 // asChildBroker runs the broker process if serveBrokerEnv says so.
 func asChildBroker() (code int, ok bool) {
@@ -55,7 +64,11 @@ func startChildBroker(dir string, stderr io.Writer) (*childBroker, error) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), serveBrokerEnv+"="+dir)
-	cmd.Stderr = stderr
+	// Only Write: given a writer with ReadFrom (a test's bytes.Buffer),
+	// exec's copier would sit in ReadFrom for the whole run and, at the
+	// child's exit, cut the buffer back to its length at the start, dropping
+	// what the run wrote to it meanwhile.
+	cmd.Stderr = struct{ io.Writer }{stderr}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("broker process: %w", err)
@@ -106,10 +119,14 @@ func (c *childBroker) stop() {
 }
 
 // serveChildBroker is the child's side: the embedded broker with its log in
-// dir (on disk, as a real broker keeps it), its address on stdout, until
-// stdin closes.
+// dir (on disk, as a real broker keeps it; in memory for memoryLog), its
+// address on stdout, until stdin closes.
 func serveChildBroker(dir string, stdin io.Reader, stdout io.Writer) error {
-	b, err := broker.Start(broker.Options{DataDir: dir})
+	bo := broker.Options{DataDir: dir}
+	if dir == memoryLog {
+		bo.DataDir = ""
+	}
+	b, err := broker.Start(bo)
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ type options struct {
 	trace               string // -decisions: runtime/trace file of the paced run
 	memProfile          string
 	brokerMemory        bool // -decisions: the embedded broker's log in memory (before 2026-11-27's perf33)
-	brokerInProcess     bool // -decisions: the embedded broker in this process (before 2026-11-27's perf33)
+	brokerInProcess     bool // the embedded broker in this process (before 2026-11-27: -decisions; before that evening: throughput)
 	brokers             string
 	feedEvery           time.Duration
 	scoreRate           float64 // -decisions: POST /v1/score requests/s beside the stream (score.go)
@@ -126,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.memProfile, "memprofile", "", "-decisions: write a heap profile (allocations since the start included) at the end of the paced run")
 	fs.DurationVar(&o.feedEvery, "feed-every", 3*time.Millisecond, "-decisions: the feeder writes what came due every this often (0: each decision as it comes due)")
 	fs.BoolVar(&o.brokerMemory, "broker-memory", false, "-decisions: keep the embedded broker's log in memory, as before 2026-11-27 (its segments grow by copying, stalling the broker)")
-	fs.BoolVar(&o.brokerInProcess, "broker-inprocess", false, "-decisions: run the embedded broker in this process, as before 2026-11-27 (its garbage and its request loop then share the consumer's heap and scheduler)")
+	fs.BoolVar(&o.brokerInProcess, "broker-inprocess", false, "run the embedded broker in this process, as before 2026-11-27 (-decisions) and before that evening (throughput): its garbage and its request loop then share the pipelines' heap and scheduler")
 	fs.StringVar(&o.brokers, "brokers", "", "-decisions: host:port,... of a Kafka cluster to use instead of the embedded broker (the topics are created if missing)")
 	version := fs.Bool("version", false, "print the build and exit")
 	if err := fs.Parse(args); err != nil {
@@ -184,6 +184,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return runDecisions(ctx, addrs, o, *cpuProfile, stdout, stderr)
 	}
+	if !o.decisions && !o.brokerInProcess {
+		child, err := startChildBroker(memoryLog, stderr)
+		if err != nil {
+			return err
+		}
+		defer child.stop()
+		return runThroughput(ctx, brokerAt(child.addrs), o, *cpuProfile, "embedded kfake broker in its own process", stdout, stderr)
+	}
 	bo := broker.Options{}
 	if o.decisions && !o.brokerMemory {
 		// The decisions' input is ~28 MB/s: kfake's in-memory log grows
@@ -203,6 +211,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if o.decisions {
 		return runDecisions(ctx, b.Addrs(), o, *cpuProfile, stdout, stderr)
 	}
+	return runThroughput(ctx, brokerAt(b.Addrs()), o, *cpuProfile, "embedded kfake broker in this process", stdout, stderr)
+}
+
+// brokerAt is the broker a throughput run drains through: its address, and
+// its topics created and deleted through the Kafka protocol, wherever it runs.
+type brokerAt []string
+
+func (b brokerAt) Addrs() []string { return b }
+
+func (b brokerAt) CreateTopics(ctx context.Context, partitions int, topics ...string) error {
+	return broker.CreateTopics(ctx, b, partitions, topics...)
+}
+
+func (b brokerAt) DeleteTopics(ctx context.Context, topics ...string) error {
+	return broker.DeleteTopics(ctx, b, topics...)
+}
+
+// runThroughput drains each pipeline in turn, then measures its latency at a
+// fixed rate, and prints the table and the ratios.
+func runThroughput(ctx context.Context, b brokerAt, o options, cpuProfile, where string, stdout, stderr io.Writer) error {
 
 	type row struct {
 		name           string
@@ -256,7 +284,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "== %s, throughput round %d of %d\n", pl.name, round+1, o.rounds)
 			profile := ""
 			if round == 0 {
-				profile = *cpuProfile
+				profile = cpuProfile
 			}
 			tput, cpu, err := drain(ctx, b, o, fmt.Sprintf("%d-%d", i, round), profile, pl.profile, pl.start)
 			if err != nil {
@@ -318,8 +346,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		rowOf[i] = r
 	}
 
-	fmt.Fprintf(stdout, "\nembedded kfake broker, %d partitions, %d keys, %d records (throughput, median of %d alternating rounds), %.0f records/s for %.0f s (latency), GOMAXPROCS %d\n\n",
-		o.partitions, o.keys, o.n, o.rounds, o.rate, o.latencySeconds, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "\n%s, %d partitions, %d keys, %d records (throughput, median of %d alternating rounds), %.0f records/s for %.0f s (latency), GOMAXPROCS %d\n\n",
+		where, o.partitions, o.keys, o.n, o.rounds, o.rate, o.latencySeconds, runtime.GOMAXPROCS(0))
 	fmt.Fprintln(stdout, "| pipeline | records/s | CPU-us/record | p50 latency (ms) | p99 latency (ms) | max latency (ms) |")
 	fmt.Fprintln(stdout, "|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -363,7 +391,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 // topics named by tag, and returns its records/s (first output to last) and
 // the process CPU per record, broker included, profiled into file+suffix
 // when file is set.
-func drain(ctx context.Context, b *broker.Broker, o options, tag, file, suffix string, start func(ctx context.Context, in, out string) (func() error, error)) (tput, cpuPerRecord float64, err error) {
+func drain(ctx context.Context, b brokerAt, o options, tag, file, suffix string, start func(ctx context.Context, in, out string) (func() error, error)) (tput, cpuPerRecord float64, err error) {
 	in, out := "tput-in-"+tag, "tput-out-"+tag
 	if err := b.CreateTopics(ctx, o.partitions, in, out, "dlq-"+tag); err != nil {
 		return 0, 0, err
