@@ -148,6 +148,52 @@ func TestReloadRefuses(t *testing.T) {
 	}
 }
 
+// TestUnmarshalRefusedLeavesUsedLearner: UnmarshalBinary decodes into a
+// copy whose buffers are its own (dropBuffers), so a blob refused halfway
+// leaves a grown learner exactly as it was, its next decisions included;
+// a buffer shared with the copy would have been written by the decode.
+func TestUnmarshalRefusedLeavesUsedLearner(t *testing.T) {
+	spec := gaussianSpec("bkb", 3, 1, map[string]any{"xi": 0.1, "lambda": 0.01, "max_budget": 24, "max_history": 40})
+	other := newBandit(t, spec, "other")
+	// other's state is smaller than l's below, so that its vectors fit in
+	// l's buffers, where a shared buffer would receive them.
+	r := NewRand(21)
+	playBandit(t, other, testArms(r, 4, 3), 10, r)
+	// Blobs with a valid frame and checksum that restore refuses only after
+	// it has decoded every vector: at the shapes' check, and at the slot
+	// index, the last step that can refuse.
+	refused := func(mutate func(*BKB)) []byte {
+		v := newBandit(t, spec, "other").(*BKB)
+		if err := v.UnmarshalBinary(mustMarshal(t, other)); err != nil {
+			t.Fatal(err)
+		}
+		mutate(v)
+		return mustMarshal(t, v)
+	}
+	for _, blob := range [][]byte{
+		refused(func(v *BKB) { v.ls.Data[0] = -v.ls.Data[0] }),
+		refused(func(v *BKB) { copy(v.point(1), v.point(0)) }),
+	} {
+		l := newBandit(t, spec, "k")
+		twin := newBandit(t, spec, "k")
+		for _, b := range []Bandit{l, twin} {
+			r := NewRand(22)
+			playBandit(t, b, testArms(r, 9, 3), 40, r)
+		}
+		if err := l.UnmarshalBinary(blob); err == nil {
+			t.Fatal("corrupt blob accepted")
+		}
+		if !slices.Equal(mustMarshal(t, l), mustMarshal(t, twin)) {
+			t.Fatal("a refused blob changed the learner's state")
+		}
+		sameRestoredFields(t, l.(*BKB), twin.(*BKB))
+		r1, r2 := NewRand(23), NewRand(23)
+		if d1, d2 := playFresh(t, l, 3, 5, 10, r1), playFresh(t, twin, 3, 5, 10, r2); !slices.Equal(d1, d2) {
+			t.Fatal("a refused blob changed the learner's next decisions")
+		}
+	}
+}
+
 // BenchmarkReload is BenchmarkBKBRestore through Reload into one learner
 // kept across restores, as scoring on request keeps its copies.
 func BenchmarkReload(b *testing.B) {

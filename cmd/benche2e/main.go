@@ -122,7 +122,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.stages, "stages", "", "-decisions: write each decision's stage timestamps, the checkpoints' steps, the feeder's writes and scheduling stalls to PREFIX.{dec,ckpt,feed,stall}.csv")
 	fs.IntVar(&o.decimals, "decimals", 4, "-decisions: decimals of the candidates' features in the records")
 	fs.Float64Var(&o.scoreRate, "score-rate", 0, "-decisions: also send this many POST /v1/score requests/s (arms as a decision's, random users) and print their latency")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (broker included) to this file the kafka-go relay's to FILE.relay and the franz-go relay's to FILE.franz (-decisions: of the paced run)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of kernelstream's first throughput drain (the broker too with -broker-inprocess) to this file the kafka-go relay's to FILE.relay and the franz-go relay's to FILE.franz (-decisions: of the paced run)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "-decisions: write a heap profile (allocations since the start included) at the end of the paced run")
 	fs.DurationVar(&o.feedEvery, "feed-every", 3*time.Millisecond, "-decisions: the feeder writes what came due every this often (0: each decision as it comes due)")
 	fs.BoolVar(&o.brokerMemory, "broker-memory", false, "-decisions: keep the embedded broker's log in memory, as before 2026-11-27 (its segments grow by copying, stalling the broker)")
@@ -389,7 +389,8 @@ func runThroughput(ctx context.Context, b brokerAt, o options, cpuProfile, where
 
 // drain runs one pipeline over n records produced beforehand into fresh
 // topics named by tag, and returns its records/s (first output to last) and
-// the process CPU per record, broker included, profiled into file+suffix
+// the process CPU per record (the broker's too when it runs in this
+// process, -broker-inprocess), profiled into file+suffix
 // when file is set.
 func drain(ctx context.Context, b brokerAt, o options, tag, file, suffix string, start func(ctx context.Context, in, out string) (func() error, error)) (tput, cpuPerRecord float64, err error) {
 	in, out := "tput-in-"+tag, "tput-out-"+tag
