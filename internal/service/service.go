@@ -28,7 +28,12 @@ import (
 // the processor's (the dashboards and alert rules under deployments/ are
 // tested against this set).
 func NewProcessor(cfg config.Config, logger zerolog.Logger, reg prometheus.Registerer) (*processor.Processor, error) {
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
+	// The scheduler's histograms besides the default Go metrics: how long
+	// goroutines wait for a CPU (go_sched_latencies_seconds) and the
+	// collector's pauses, what a decision's tail is made of when the pod
+	// lacks CPU (the KernelstreamCPUStarved alert).
+	goMetrics := collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)
+	reg.MustRegister(collectors.NewGoCollector(goMetrics), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	pcfg, err := cfg.ProcessorConfig(logger, reg)
 	if err != nil {
 		return nil, err
