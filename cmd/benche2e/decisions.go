@@ -121,7 +121,7 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 	if err != nil {
 		return err
 	}
-	cpu0 := cputime.Process()
+	cpu0, waits0 := cputime.Process(), readWaits()
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var feedErr error
@@ -171,7 +171,7 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 		}
 	}
 	progress.Stop()
-	cpu := cputime.Process() - cpu0
+	cpu, waits := cputime.Process()-cpu0, readWaits()
 	pprof.StopCPUProfile()
 	traceErr := stopTrace()
 	cancel()
@@ -236,6 +236,7 @@ func runDecisions(ctx context.Context, addrs []string, o options, cpuProfile str
 		cpu.Seconds()/wall, consumer/wall, consumer/float64(n)*1e6)
 	fmt.Fprintf(stdout, "\n%d decisions; CPU by part (profile): consumer %.1f s, bench feeder+reader %.1f s, broker and runtime %.1f s; process total %.1f s\n",
 		n, consumer, byPart["bench"].Seconds(), byPart[""].Seconds(), cpu.Seconds())
+	waits.report(stdout, waits0)
 	score.report(stdout)
 	return nil
 }

@@ -33,7 +33,7 @@ func TestDecisionsSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 200 |", "400 decisions; CPU by part (profile): consumer "} {
+	for _, want := range []string{"| 200 |", "400 decisions; CPU by part (profile): consumer ", "goroutines waiting for a CPU"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
