@@ -83,6 +83,6 @@ func (w runtimeWaits) report(out io.Writer, before runtimeWaits) {
 		return
 	}
 	run, gc := summarize(before[0], w[0]), summarize(before[1], w[1])
-	fmt.Fprintf(out, "\nthis process's goroutines waiting for a CPU (runtime/metrics /sched/latencies, the consumer's, the feeder's and the reader's): %d waits, p99 below %s ms, %d of 10 ms or more, the longest %s-%s ms; garbage collector's stop-the-world pauses: %d, the longest %s-%s ms\n",
+	fmt.Fprintf(out, "\nthis process's goroutines waiting for a CPU (runtime/metrics /sched/latencies, the consumer's, the feeder's and the reader's): %d sampled waits, p99 below %s ms, %d of 10 ms or more, the longest %s-%s ms; garbage collector's stop-the-world pauses: %d, the longest %s-%s ms\n",
 		run.n, ms(run.p99), run.over10, ms(run.longest[0]), ms(run.longest[1]), gc.n, ms(gc.longest[0]), ms(gc.longest[1]))
 }
