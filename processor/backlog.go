@@ -76,8 +76,12 @@ func (b *storeBacklog) add(cp *checkpoint.Checkpoint) {
 		m   map[string][]byte
 	}{{cp.Pending, b.pending}, {cp.Idle, b.idle}} {
 		for _, o := range set.ops {
-			b.bytes += len(o.Key) + len(o.Value)
-			set.m[string(o.Key)] = o.Value
+			k := string(o.Key)
+			if old, held := set.m[k]; held {
+				b.bytes -= len(k) + len(old) // replaced: only the newest is held
+			}
+			b.bytes += len(k) + len(o.Value)
+			set.m[k] = o.Value
 		}
 	}
 	b.meta = cp.Meta
@@ -145,13 +149,13 @@ func (w *worker) withBacklog(cp *checkpoint.Checkpoint) *checkpoint.Checkpoint {
 // that wrote Badger empties the backlog if it carried it.
 func (w *worker) storeSettled(snap *snapshot) error {
 	if !snap.changelogOnly {
-		w.p.c.storeWrites.Add(1)
-		w.backlog.inBadger = snap.cp.Meta != nil
 		w.cache.committed(snap.fresh)
 		if snap.store != nil {
-			w.cache.unstoredWritten()
-			w.backlog.reset()
+			w.backlogStored()
+		} else {
+			w.p.c.storeWrites.Add(1)
 		}
+		w.backlog.inBadger = snap.cp.Meta != nil
 		return nil
 	}
 	w.cache.committedToChangelog(snap.fresh)
@@ -172,9 +176,15 @@ func (w *worker) flushBacklog() error {
 	if err := w.store.Apply(w.part, w.withBacklog(&checkpoint.Checkpoint{Meta: w.backlog.meta})); err != nil {
 		return fmt.Errorf("%w: %w", errStoreFailed, err)
 	}
+	w.backlogStored()
+	w.backlog.inBadger = true
+	return nil
+}
+
+// backlogStored notes a write of the backlog into Badger (alone or under a
+// checkpoint): its learners are on disk now and it starts empty.
+func (w *worker) backlogStored() {
 	w.p.c.storeWrites.Add(1)
 	w.cache.unstoredWritten()
 	w.backlog.reset()
-	w.backlog.inBadger = true
-	return nil
 }

@@ -3,6 +3,8 @@ package processor
 import (
 	"testing"
 	"time"
+
+	"github.com/kernelstream/kernelstream/checkpoint"
 )
 
 // TestCrashRestartChangelogOnlyCheckpoints: with a changelog, up to two of
@@ -81,6 +83,39 @@ func TestStoreTurnsSpread(t *testing.T) {
 			if w.ckptSeq = seq; !w.storeTurn() {
 				t.Errorf("partition %d: a backlog of 5 checkpoints does not go to Badger at checkpoint %d", part, seq)
 			}
+		}
+	}
+}
+
+// TestBacklogBytes: the backlog's size, which bounds it (storeBacklogBytes),
+// counts each key's newest change once, however many checkpoints changed it.
+func TestBacklogBytes(t *testing.T) {
+	cp := func(ops ...checkpoint.Op) *checkpoint.Checkpoint {
+		return &checkpoint.Checkpoint{Pending: ops, Meta: []byte("m")}
+	}
+	op := func(k, v string) checkpoint.Op {
+		var val []byte
+		if v != "" {
+			val = []byte(v)
+		}
+		return checkpoint.Op{Key: []byte(k), Value: val}
+	}
+	for _, c := range []struct {
+		name string
+		cps  []*checkpoint.Checkpoint
+		want int
+	}{
+		{"one change", []*checkpoint.Checkpoint{cp(op("ab", "xyz"))}, 5},
+		{"two keys", []*checkpoint.Checkpoint{cp(op("ab", "xyz"), op("c", "d"))}, 7},
+		{"a key changed again", []*checkpoint.Checkpoint{cp(op("ab", "xyz")), cp(op("ab", "x"))}, 3},
+		{"a key deleted after", []*checkpoint.Checkpoint{cp(op("ab", "xyz")), cp(op("ab", ""))}, 2},
+	} {
+		var b storeBacklog
+		for _, cp := range c.cps {
+			b.add(cp)
+		}
+		if b.bytes != c.want || b.checkpoints != len(c.cps) {
+			t.Errorf("%s: bytes %d, checkpoints %d; want %d, %d", c.name, b.bytes, b.checkpoints, c.want, len(c.cps))
 		}
 	}
 }

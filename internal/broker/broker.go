@@ -111,13 +111,8 @@ func CreateTopics(ctx context.Context, addrs []string, partitions int, topics ..
 	return nil
 }
 
-// DeleteTopics deletes topics and their records (a benchmark's rounds give
-// the memory of the embedded broker back).
-func (b *Broker) DeleteTopics(ctx context.Context, topics ...string) error {
-	return DeleteTopics(ctx, b.addrs, topics...)
-}
-
-// DeleteTopics deletes topics and their records on the cluster at addrs.
+// DeleteTopics deletes topics and their records on the cluster at addrs (a
+// benchmark's rounds give the memory of the embedded broker back).
 func DeleteTopics(ctx context.Context, addrs []string, topics ...string) error {
 	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 10 * time.Second}
 	resp, err := cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: topics})
